@@ -1,0 +1,81 @@
+"""The ``collspec`` command line.
+
+Exit status, for every subcommand: 0 all checks hold; 1 a check failed
+(violations, counterexamples, a non-conforming backend); 2 bad input or
+usage, with a one-line error on stderr and never a traceback.
+
+Each subcommand lives in ``collspec/commands/<name>.py`` and provides
+``configure(parser)`` and ``run(args) -> int``. Command modules import heavy
+dependencies (z3, torch) inside ``run`` so that ``collspec check`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .spec.errors import CollspecError
+
+#: (name, one-line help). The module is collspec.commands.<name>.
+COMMANDS: list[tuple[str, str]] = [
+    ("verify", "the main job: prove, check every built-in algorithm and the MSCCL corpus, conform gloo"),
+    ("prove", "run the machine-checked proofs (Z3)"),
+    ("check", "check a schedule file (.json or MSCCL .xml) or a built-in algorithm"),
+    ("explain", "hop-by-hop state of an algorithm, with the contributors of every cell"),
+    ("cost", "per-rank and per-link traffic, steps, alpha-beta time and the lower bound"),
+    ("conform", "check a real implementation (gloo, MPI, NCCL, your own class) against the spec"),
+    ("bench", "algorithm and bus bandwidth of a backend, as nccl-tests computes them"),
+    ("export", "write a built-in algorithm as an MSCCL XML program"),
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (and exit 2, as argparse does)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(
+        prog="collspec",
+        description="Formal specification and verification of collective operations.",
+        epilog="Exit status: 0 all checks hold, 1 a check failed, 2 bad input or usage.",
+    )
+    parser.add_argument("--version", action="version", version=f"collspec {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS:
+        module = importlib.import_module(f"collspec.commands.{name}")
+        command = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.configure(command)
+        command.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args))
+    except CollspecError as error:
+        print(f"collspec {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"collspec {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+def entry() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

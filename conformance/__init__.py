@@ -1,0 +1,1 @@
+"""collspec.conformance: the spec's checks run against real backends."""

@@ -1,0 +1,1 @@
+"""collspec.proofs: Z3 proofs about the models' own index functions and schedules."""
