@@ -65,12 +65,28 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except CollspecError as error:
         print(f"collspec {args.command}: error: {error}", file=sys.stderr)
+        _malformed_report(args, error)
         return 2
     except KeyboardInterrupt:
         print(f"collspec {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1
+
+
+def _malformed_report(args, error: CollspecError) -> None:
+    """With --json, bad input still leaves a report: one 'malformed' violation."""
+    path = getattr(args, "json", None)
+    if not path:
+        return
+    from .report import Report, write_json
+    from .spec.violations import Violation
+
+    subject = getattr(args, "file", None) or args.command
+    try:
+        write_json(Report(args.command, str(subject), [Violation("malformed", str(error))]).to_json(), path)
+    except CollspecError:
+        pass  # the report's own folder is missing: the error line already said what is wrong
 
 
 def entry() -> None:  # pragma: no cover - console script shim

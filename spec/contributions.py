@@ -39,21 +39,27 @@ class Contributions:
     Combines with ``+`` (multiset sum). ``*`` means the same: every reduction
     operator gathers contributions alike, so a schedule's correctness does
     not depend on which op it later runs with.
+
+    A sum is stored as a node pointing at its two operands and flattened into
+    label counts only when asked (``==``, :meth:`labels`, ``str``), counting
+    shared operands once per path. So adding costs O(1) however large the
+    operands, and a schedule of millions of additions stays cheap to run.
     """
 
-    __slots__ = ("_counts", "_hash")
+    __slots__ = ("_flat", "_parts", "_hash")
 
     def __init__(self, counts: Mapping[Label, int] | None = None):
-        clean = {label: n for label, n in (counts or {}).items() if n}
+        clean = {(int(r), int(i)): int(n) for (r, i), n in (counts or {}).items() if n}
         if any(n < 0 for n in clean.values()):
             raise ValueError("a contribution count cannot be negative")
-        self._counts: dict[Label, int] = clean
+        self._flat: dict[Label, int] | None = clean
+        self._parts: tuple[Contributions, Contributions] | None = None
         self._hash: int | None = None
 
     @classmethod
     def leaf(cls, rank: int, index: int) -> "Contributions":
         """The input element ``index`` of ``rank``, once."""
-        return cls({(int(rank), int(index)): 1})
+        return cls({(rank, index): 1})
 
     @classmethod
     def of(cls, labels: Iterable[Label]) -> "Contributions":
@@ -66,14 +72,13 @@ class Contributions:
     def __add__(self, other: "Contributions") -> "Contributions":
         if not isinstance(other, Contributions):
             return NotImplemented
-        if not other._counts:
+        if other._flat is not None and not other._flat:
             return self
-        if not self._counts:
+        if self._flat is not None and not self._flat:
             return other
-        counts = dict(self._counts)
-        for label, n in other._counts.items():
-            counts[label] = counts.get(label, 0) + n
-        return Contributions(counts)
+        node = Contributions.__new__(Contributions)
+        node._flat, node._parts, node._hash = None, (self, other), None
+        return node
 
     __mul__ = __add__
 
@@ -82,8 +87,15 @@ class Contributions:
             return self
         return NotImplemented
 
+    @property
+    def _counts(self) -> dict[Label, int]:
+        if self._flat is None:
+            self._flat = _flatten(self)
+            self._parts = None
+        return self._flat
+
     def __eq__(self, other) -> bool:
-        return isinstance(other, Contributions) and self._counts == other._counts
+        return isinstance(other, Contributions) and (self is other or self._counts == other._counts)
 
     def __hash__(self) -> int:
         if self._hash is None:
@@ -95,7 +107,7 @@ class Contributions:
         return sum(self._counts.values())
 
     def __bool__(self) -> bool:
-        return bool(self._counts)
+        return self._flat is None or bool(self._flat)
 
     def count(self, rank: int, index: int) -> int:
         """How many times ``(rank, index)`` is inside."""
@@ -119,9 +131,10 @@ class Contributions:
         Returns ``(missing, extra)``, each a sorted list of ``(rank, index,
         times)``; both empty exactly when the two are equal.
         """
+        mine, theirs = self._counts, expected._counts
         missing, extra = [], []
-        for label in sorted(set(self._counts) | set(expected._counts)):
-            have, want = self._counts.get(label, 0), expected._counts.get(label, 0)
+        for label in sorted(set(mine) | set(theirs)):
+            have, want = mine.get(label, 0), theirs.get(label, 0)
             if have < want:
                 missing.append((*label, want - have))
             elif have > want:
@@ -129,15 +142,52 @@ class Contributions:
         return missing, extra
 
     def __str__(self) -> str:
-        if not self._counts:
+        return self.format()
+
+    def format(self, indices: bool | None = None) -> str:
+        """Ranks joined by '·' (``0·1·1``); with ``indices`` each label is
+        ``rank[index]``. By default indices show only when they differ."""
+        counts = self._counts
+        if not counts:
             return "∅"
-        items = sorted(self._counts.items())
-        if len({i for (_, i), _ in items}) == 1:
+        items = sorted(counts.items())
+        if indices is None:
+            indices = len({i for (_, i), _ in items}) > 1
+        if not indices:
             return "·".join(str(r) for (r, _), n in items for _ in range(n))
         return "·".join(f"{r}[{i}]" for (r, i), n in items for _ in range(n))
 
     def __repr__(self) -> str:
         return f"Contributions({str(self)!r})"
+
+
+def _flatten(root: Contributions) -> dict[Label, int]:
+    """Label counts of a sum node: each label counted once per path to it."""
+    order: list[Contributions] = []  # post-order: operands before sums
+    seen: set[int] = set()
+    stack: list[tuple[Contributions, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node._flat is None:
+            stack.extend((part, False) for part in node._parts)
+    paths: dict[int, int] = {id(root): 1}
+    counts: dict[Label, int] = {}
+    for node in reversed(order):  # every sum before its operands
+        times = paths.get(id(node), 0)
+        if node._flat is None:
+            for part in node._parts:
+                paths[id(part)] = paths.get(id(part), 0) + times
+        else:
+            for label, n in node._flat.items():
+                counts[label] = counts.get(label, 0) + n * times
+    return counts
 
 
 def symbolic_inputs(ranks: int, count: int) -> list[np.ndarray]:

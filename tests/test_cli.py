@@ -38,3 +38,58 @@ def test_usage_error_is_one_line_and_exit_2():
 def test_no_subcommand_prints_help_and_exit_2(capsys):
     assert main([]) == 2
     assert "COMMAND" in capsys.readouterr().out
+
+
+ZOO = __import__("pathlib").Path(__file__).parent / "zoo"
+
+
+def test_check_exit_codes_and_json(tmp_path):
+    import json
+
+    ok = run("check", "--algorithm", "ring", "--collective", "allreduce", "--ranks", "2:8", "--json", str(tmp_path / "ok.json"))
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads((tmp_path / "ok.json").read_text())
+    assert report["ok"] is True and report["command"] == "check" and len(report["stats"]["schedules"]) == 7
+
+    bad = run("check", str(ZOO / "ring4-wrong-column.json"), "--json", "-")
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    first = report["violations"][0]
+    assert (first["kind"], first["step"], first["src"], first["dst"]) == ("wrong-column", 2, 1, 2)
+    assert set(report) >= {"ok", "command", "subject", "violations", "stats"}
+
+
+def test_check_bad_input_is_exit_2_with_one_line(tmp_path):
+    for args, words in [
+        (("check", str(ZOO / "ring4-out-of-range.json")), "step 1, transfer 2: field 'dst' = 4 is out of range 0..3"),
+        (("check", str(tmp_path / "none.json")), "cannot read"),
+        (("check", "--algorithm", "ring", "--ranks", "x"), "--ranks 'x': write a count (4), a list (2,4,8) or a range (2:64)"),
+        (("check",), "give a schedule FILE, or --algorithm A --collective C --ranks N"),
+        (("check", "--algorithm", "ring", "--collective", "alltoall", "--ranks", "4"), "ring has no alltoall schedule"),
+        (("cost", "--algorithm", "ring", "--ranks", "4", "--bytes", "lots"), "size 'lots' is not a byte count"),
+        (("explain", "ring", "--ranks", "5"), "use --example random"),
+    ]:
+        result = run(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_malformed_input_still_writes_a_json_report(tmp_path):
+    import json
+
+    out = tmp_path / "r.json"
+    result = run("check", str(ZOO / "ring4-out-of-range.json"), "--json", str(out))
+    assert result.returncode == 2
+    report = json.loads(out.read_text())
+    assert report["ok"] is False and report["violations"][0]["kind"] == "malformed"
+
+
+def test_cost_reproduces_the_reference_table():
+    result = run("cost", "--algorithm", "direct,ring", "--ranks", "4,8,32", "--bytes", "60GB")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert any(line.split()[:5] == ["direct", "32", "1", "31P", "="] for line in lines)
+    assert sum("2P = 120 GB" in line for line in lines) == 3
+    hub = run("cost", "--algorithm", "hub", "--ranks", "4,100", "--dedicated-hub")
+    assert "8P" in hub.stdout and "200P" in hub.stdout

@@ -1,0 +1,62 @@
+"""The built-in algorithms, by (algorithm, collective).
+
+>>> sorted(ALGORITHMS["ring"])
+['allgather', 'allreduce', 'broadcast', 'reduce', 'reduce_scatter']
+>>> generate("ring", "allreduce", 4).transfers
+24
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ...spec.collectives import collective_name
+from ..layout import ScheduleError
+from ..schedule import Schedule
+from . import direct, hierarchical, recursive, ring, tree
+
+#: algorithm -> collective -> generator(ranks, **options)
+ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
+    "ring": {
+        "allreduce": ring.allreduce,
+        "reduce_scatter": ring.reduce_scatter,
+        "allgather": ring.allgather,
+        "broadcast": ring.broadcast,
+        "reduce": ring.reduce,
+    },
+    "ring-seed": {
+        "allreduce": lambda n: ring.allreduce(n, "ring-seed"),
+        "reduce_scatter": lambda n: ring.reduce_scatter(n, "ring-seed"),
+    },
+    "direct": {
+        "allreduce": direct.allreduce,
+        "reduce_scatter": direct.reduce_scatter,
+        "allgather": direct.allgather,
+        "alltoall": direct.alltoall,
+        "broadcast": direct.broadcast,
+        "reduce": direct.reduce,
+    },
+    "hub": {"allreduce": direct.hub_allreduce, "broadcast": direct.broadcast, "reduce": direct.reduce},
+    "recursive-doubling": {"allreduce": recursive.rd_allreduce, "allgather": recursive.rd_allgather},
+    "halving-doubling": {"allreduce": recursive.hd_allreduce, "reduce_scatter": recursive.hd_reduce_scatter},
+    "binary-tree": {"allreduce": tree.allreduce, "reduce": tree.reduce, "broadcast": tree.broadcast},
+    "hierarchical-ring": {"allreduce": hierarchical.allreduce},
+}
+
+MAX_RANKS = 1 << 16
+
+
+def generate(algorithm: str, collective: str, ranks: int, **options) -> Schedule:
+    """The schedule of a built-in algorithm for one collective and rank count."""
+    if algorithm not in ALGORITHMS:
+        raise ScheduleError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+    name = collective_name(collective)
+    table = ALGORITHMS[algorithm]
+    if name not in table:
+        raise ScheduleError(f"{algorithm} has no {name} schedule; it has {', '.join(table)}")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= MAX_RANKS:
+        raise ScheduleError(f"ranks must be an integer from 1 to {MAX_RANKS}, got {ranks!r}")
+    try:
+        return table[name](ranks, **options)
+    except (TypeError, ValueError) as error:
+        raise ScheduleError(f"{algorithm} {name}: {error}") from None

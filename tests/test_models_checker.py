@@ -1,0 +1,68 @@
+"""The checker on large schedules and hand-built breakages."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collspec.models.algebras import contributions
+from collspec.models.checker import check, exact_cells
+from collspec.models.generators import generate
+from collspec.models.interpreter import run
+from collspec.models.schedule import COPY, REDUCE, Schedule, Step
+
+
+def drop_transfer(schedule: Schedule, step: int, position: int) -> Schedule:
+    s = schedule.steps[step]
+    keep = np.arange(len(s)) != position
+    smaller = Step(s.src[keep], s.dst[keep], s.src_chunk[keep], s.dst_chunk[keep], s.op[keep], s.phase, s.name)
+    return replace(schedule, steps=schedule.steps[:step] + (smaller,) + schedule.steps[step + 1 :])
+
+
+def test_a_dropped_transfer_in_a_256_rank_ring_is_named_exactly():
+    broken = drop_transfer(generate("ring", "allreduce", 256), step=100, position=17)
+    result = check(broken)
+    assert result.stats["contributions"].startswith("fingerprints")
+    assert not result.ok
+    # Rank 17 never forwarded its partial sum of chunk (17 - 1 - 100) % 256 = 172
+    # at step 100: that partial held ranks 173..255 and 0..17 (the chain so far).
+    detailed = [v for v in result.violations if v.kind == "missing-contribution" and "first 8" not in v.message]
+    assert detailed, [str(v) for v in result.violations[:5]]
+    assert all(v.details["chunk"] == 172 for v in result.violations)
+    first = detailed[0]
+    assert [o["rank"] for o in first.details["origin"]] == list(range(0, 18)) + list(range(173, 256))
+
+
+@given(st.integers(2, 9), st.integers(0, 10**6))
+def test_exact_slices_equal_a_full_exact_run(n, seed):
+    schedule = generate("ring", "allreduce", n)
+    rng = np.random.default_rng(seed)
+    broken = drop_transfer(schedule, int(rng.integers(len(schedule.steps))), int(rng.integers(n)))
+    full = run(broken, contributions()).state
+    targets = [(int(rng.integers(n)), int(rng.integers(n))) for _ in range(3)]
+    sliced = exact_cells(broken, targets)
+    assert all(sliced[t] == full[t[0]][t[1]] for t in targets)
+
+
+def test_link_capacity_can_be_raised():
+    pair = Schedule("allreduce", 2, 2, (Step.of(0, 1, [0, 1], [0, 1], REDUCE), Step.of(1, 0, [0, 1], [0, 1], COPY)))
+    assert [v.kind for v in check(pair).violations] == ["link-overload", "link-overload"]
+    assert check(pair, link_capacity=2).violations == []
+
+
+def test_explicit_owner_makes_ring_seed_a_reduce_scatter():
+    seed = generate("ring-seed", "reduce_scatter", 5)
+    owned = replace(seed, owner=tuple(((r + 1) % 5,) for r in range(5)))
+    assert check(owned).ok
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_local_reduce_between_cells_is_a_wrong_column(exact):
+    local = Schedule("allreduce", 1, 2, (Step.of(0, 0, 1, 0, REDUCE),))
+    result = check(local, exact=exact)
+    kinds = [v.kind for v in result.violations]
+    assert kinds[0] == "wrong-column" and "rank 0 added rank 0's chunk 1 into its chunk 0" in result.violations[0].message
