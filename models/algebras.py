@@ -127,8 +127,12 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _label_hash(rank, index: np.ndarray, salt: int) -> np.ndarray:
+    """A pseudo-random 64-bit value per (rank, index) label: distinct labels
+    get distinct keys, and the mix is a bijection, so distinct labels never
+    share a hash within one lane."""
     key = (np.asarray(rank).astype(np.uint64) << np.uint64(32)) ^ (index.astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF))
-    return _mix(_mix(key ^ np.uint64(salt)) + np.uint64(salt))
+    with np.errstate(over="ignore"):
+        return _mix(key * np.uint64(0x9E3779B97F4A7C15) + np.uint64(salt))
 
 
 class Fingerprints:
@@ -136,6 +140,7 @@ class Fingerprints:
 
     def __init__(self, seed: int = 0x5EED):
         self.salts = (seed * 2 + 1, seed * 2 + 0x1234567)
+        self._leaves_of: tuple[object, tuple] | None = None  # (schedule, its leaves)
 
     def _labels(self, rank, index: np.ndarray, columns: np.ndarray, count: int) -> np.ndarray:
         out = np.empty((len(index), LANES), dtype=np.uint64)
@@ -174,6 +179,11 @@ class Fingerprints:
         return np.split(values, np.cumsum(counts)[:-1])
 
     def _all_leaves(self, schedule):
+        if self._leaves_of is None or self._leaves_of[0] is not schedule:
+            self._leaves_of = (schedule, self._compute_leaves(schedule))
+        return self._leaves_of[1]
+
+    def _compute_leaves(self, schedule):
         inputs = schedule.layout.inputs
         lengths = np.array([len(c) for c in inputs], dtype=np.int64)
         rank = np.repeat(np.arange(schedule.ranks, dtype=np.int64), lengths)

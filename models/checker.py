@@ -129,7 +129,11 @@ class _Collector:
             self.listed.append(violation)
 
     def wants(self, kind: str) -> bool:
+        """Whether another violation of ``kind`` would still be listed."""
         return self.counts.get(kind, 0) < LIST_LIMIT
+
+    def count_only(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
 
 
 def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool | None = None) -> CheckResult:
@@ -187,6 +191,12 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
 # -- static checks ----------------------------------------------------------------
 
 
+def _has_repeats(key: np.ndarray) -> bool:
+    """Whether any value occurs twice (a sort is much cheaper than unique)."""
+    ordered = np.sort(key)
+    return bool(np.any(ordered[1:] == ordered[:-1]))
+
+
 def _check_ranges(schedule: Schedule, flat: _Flat) -> None:
     """Generators and loaders validate; this guards hand-built schedules."""
     n, cells = schedule.ranks, schedule.layout.cells
@@ -200,6 +210,8 @@ def _check_ranges(schedule: Schedule, flat: _Flat) -> None:
 def _races(schedule: Schedule, flat: _Flat, found: _Collector) -> None:
     cells = schedule.layout.cells
     key = (flat.step * schedule.ranks + flat.dst) * cells + flat.dst_chunk
+    if not _has_repeats(key):
+        return
     order = np.argsort(key, kind="stable")
     k = key[order]
     dup = np.flatnonzero(k[1:] == k[:-1])
@@ -233,10 +245,12 @@ def _link_overload(schedule: Schedule, flat: _Flat, capacity: int, found: _Colle
     idx = np.flatnonzero(network)
     n = schedule.ranks
     key = (flat.step[idx] * n + flat.src[idx]) * n + flat.dst[idx]
+    if capacity >= 1 and not _has_repeats(key):
+        return
     unique, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     for g in np.flatnonzero(counts > capacity):
         if not found.wants("link-overload"):
-            found.counts["link-overload"] += 1
+            found.count_only("link-overload")
             continue
         members = idx[inverse == g]
         first = int(members[0])
@@ -282,12 +296,14 @@ def _link_repeat(schedule: Schedule, flat: _Flat, sent_column: np.ndarray, found
     column = sent_column[network]
     identity = np.where(column < GARBAGE, column.astype(np.int64), cells + flat.src_chunk[network].astype(np.int64))
     key = ((flat.phase[network].astype(np.int64) * n + flat.src[network]) * n + flat.dst[network]) * (2 * cells) + identity
+    if not _has_repeats(key):
+        return
     order = np.argsort(key, kind="stable")
     k = key[order]
     for p in np.flatnonzero(k[1:] == k[:-1]):
         first, again = int(network[order[p]]), int(network[order[p + 1]])
         if not found.wants("link-repeat"):
-            found.counts["link-repeat"] = found.counts.get("link-repeat", 0) + 1
+            found.count_only("link-repeat")
             continue
         chunk = int(identity[order[p]]) if identity[order[p]] < cells else int(flat.src_chunk[first])
         phase = flat.phase_names[int(flat.phase[first])]

@@ -87,8 +87,8 @@ def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index
     axes are merged into one (``flat[rank * cells + cell]``)."""
     if len(step) == 0:
         return
-    source = step.src.astype(np.int64) * cells + step.src_chunk
-    target = step.dst.astype(np.int64) * cells + step.dst_chunk
+    source = step.src * cells + step.src_chunk
+    target = step.dst * cells + step.dst_chunk
     incoming_all = flat[source]  # read everything first
     for positions in step.rounds:
         whole = len(positions) == len(step)

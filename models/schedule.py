@@ -31,7 +31,7 @@ COPY, REDUCE = 0, 1
 OP_NAMES = {COPY: "copy", REDUCE: "reduce"}
 OP_CODES = {"copy": COPY, "reduce": REDUCE}
 
-INDEX = np.int32  # dtype of ranks and cell numbers
+INDEX = np.int64  # dtype of ranks and cell numbers (int64: flat cell indices never overflow)
 
 
 @dataclass(frozen=True, eq=False)
