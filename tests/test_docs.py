@@ -16,12 +16,19 @@ import collspec
 
 
 
+PACKAGES = ["collspec", "collspec.spec", "collspec.models", "collspec.proofs", "collspec.impl", "collspec.conformance"]
+
+
 def all_modules() -> list[str]:
-    names = ["collspec"]
-    for info in pkgutil.walk_packages(collspec.__path__, "collspec."):
-        if info.name.endswith("__main__"):
-            continue
-        names.append(info.name)
+    """Every module of every subpackage (they live in separate top-level
+    folders, so walking collspec/ alone would miss them)."""
+    names = set()
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        names.add(package)
+        for info in pkgutil.walk_packages(module.__path__, package + "."):
+            if not info.name.endswith("__main__"):
+                names.add(info.name)
     return sorted(names)
 
 
@@ -49,3 +56,9 @@ def test_readme_examples():
     readme = Path(__file__).resolve().parent.parent / "README.md"
     result = doctest.testfile(str(readme), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted >= 3
+
+
+def test_every_subpackage_is_walked():
+    names = all_modules()
+    for expected in ("collspec.spec.kernel", "collspec.models.checker", "collspec.models.generators.ring", "collspec.cli"):
+        assert expected in names
