@@ -62,7 +62,6 @@ class _Op:
     reduce: bool
     tb: int = -1
     fused_send: "_Op | None" = None  # a send fused into this receive
-    forward_to: int = -1  # for a fused receive: the send's remote cell
     store: bool = True  # for a fused reduce: does it keep the result (rrcs) or not (rrs)
     deps: list = field(default_factory=list)
     index: int = -1  # XML step number
@@ -220,7 +219,6 @@ def _fuse(ops: list[_Op], blocks, outputs: set[int]) -> None:
                 and _adjacent(events[o.cell], position[o.cell], o, nxt)
             ):
                 o.fused_send = nxt
-                o.forward_to = nxt.other
                 o.store = not o.reduce or _live(events[o.cell], position[o.cell][id(o)], position[o.cell][id(nxt)], o.cell in outputs)
                 fused.append(o)
                 k += 2

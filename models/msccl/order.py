@@ -11,9 +11,9 @@ The model (docs/msccl.md gives the evidence):
   receiver, channel): the k-th send-type step of the sending thread block
   with the k-th receive-type step of the receiving one; a receive waits for
   its send. A send does not wait for its receive: the connection buffers
-  what was sent (the executors' FIFO holds NCCL_STEPS slots; a program
-  that needs more than that in flight can still stall for large messages,
-  see :func:`slot_waits`).
+  what was sent. (The executors' FIFO holds NCCL_STEPS slots, so a program
+  that needs more pieces in flight than that can still stall on large
+  messages; docs/msccl.md says why this is not modelled.)
 
 A receive without a send, and a wait whose flag is never stored, never
 end: those steps are *blocked*. A deadlock is a cycle of waits. Steps that
@@ -31,9 +31,9 @@ from ...spec.violations import Violation
 from .executor import Waits, resolve_waits
 from .program import RECEIVES, SENDS, Program
 
-TB_ORDER, DEPENDENCY, MESSAGE, SLOT = range(4)
+TB_ORDER, DEPENDENCY, MESSAGE = range(3)
 #: "B <verb> A" for an edge A -> B (B waits for A) of each kind
-WAIT_VERBS = ("runs after", "waits for", "receives from", "waits for a connection slot freed by")
+WAIT_VERBS = ("runs after", "waits for", "receives from")
 
 
 @dataclass
@@ -113,8 +113,8 @@ def match_messages(p: Program) -> tuple[np.ndarray, np.ndarray, list[Violation]]
         s, r = int(sends[a[k]]), int(recvs[b[k]])
         found.append(
             _unmatched(
-                p, s, f"{p.describe(s)} sends {int(p.cnt[s])} chunks to GPU {int(p.gpu[r])} but the step it pairs with, "
-                f"{p.describe(r)}, receives {int(p.cnt[r])}; sends and receives pair in order per connection and must move equal counts",
+                p, s, f"{p.describe(s)} sends cnt={int(p.cnt[s])} to GPU {int(p.gpu[r])} but the step it pairs with, "
+                f"{p.describe(r)}, receives cnt={int(p.cnt[r])}; sends and receives pair in order per connection and must move equal counts",
                 peer=r,
             )
         )

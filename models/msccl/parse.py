@@ -145,7 +145,12 @@ def loads(data: bytes | str, source: str = "<xml>") -> Program:
         raise fail(line, f"malformed XML ({message})", "fix the XML syntax") from None
     except DefusedXmlException as error:
         line = parser.parser.CurrentLineNumber
-        raise fail(line, f"refused: {type(error).__name__} ({error})", "MSCCL files need no DTD or entity declarations; remove them") from None
+        what = {
+            "DTDForbidden": "a document type declaration (<!DOCTYPE ...>)",
+            "EntitiesForbidden": f"an entity declaration ({getattr(error, 'name', '?')})",
+            "ExternalReferenceForbidden": "an external entity reference",
+        }.get(type(error).__name__, type(error).__name__)
+        raise fail(line, f"refused {what} [{type(error).__name__}]", "MSCCL files need no DTD or entity declarations; remove them") from None
     if elements.algo is None:
         raise fail(1, "no <algo> element", "an MSCCL file is one <algo> holding <gpu> elements")
     return _build(elements, source, fail)

@@ -156,10 +156,6 @@ class Program:
         w = self.where(step)
         return f"GPU {w['gpu']} tb {w['tb']} step {w['step']} ({w['type']})"
 
-    def tb_index(self, gpu: int, tb_id: int) -> int:
-        """The global index of thread block ``tb_id`` of ``gpu`` (ids are 0..n-1 per GPU)."""
-        return int(self.gpu_tb_base[gpu]) + tb_id
-
     @cached_property
     def gpu_tb_base(self) -> np.ndarray:
         """Global index of each GPU's thread block 0."""

@@ -121,6 +121,8 @@ def _locate(order: Order, lowered: Lowered, v: Violation) -> tuple[Violation, st
         where = p.describe(xml)
     else:
         details.pop("step", None)
+        if v.dst is not None:
+            details["gpu"] = v.dst
         where = f"GPU {v.dst}" if v.dst is not None and v.kind not in ("ranks-disagree", "not-bandwidth-optimal") else ""
     return Violation(v.kind, text, step=step, src=v.src, dst=v.dst, severity=v.severity, details=details), where, text
 
