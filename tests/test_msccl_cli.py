@@ -67,3 +67,18 @@ def test_the_verify_part_checks_the_bundled_corpus():
     ok, detail = part()
     assert ok, detail
     assert detail.startswith("9 files as expected")
+
+
+def test_the_examples_in_the_msccl_modules_hold():
+    import doctest
+    import importlib
+    import pkgutil
+
+    import collspec.models.msccl as package
+
+    attempted = 0
+    for name in ["collspec.models.msccl"] + [f"collspec.models.msccl.{m.name}" for m in pkgutil.iter_modules(package.__path__)]:
+        result = doctest.testmod(importlib.import_module(name))
+        assert result.failed == 0, name
+        attempted += result.attempted
+    assert attempted >= 5

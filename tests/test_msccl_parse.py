@@ -125,6 +125,12 @@ def test_files_over_the_size_limit_are_refused_before_parsing(tmp_path, monkeypa
         loads(PAIR)
 
 
+def test_a_program_too_big_to_check_is_refused_before_allocating(monkeypatch):
+    monkeypatch.setattr(parse_module, "MAX_CELLS", 7)
+    with pytest.raises(MscclFormatError, match=r"x.xml:1: checking needs 2 GPUs x 6 cells \(buffers and received chunks\), over the 7"):
+        loads(PAIR, "x.xml")
+
+
 def test_an_unreadable_file_is_bad_input(tmp_path):
     with pytest.raises(MscclFormatError, match="cannot read"):
         load(str(tmp_path / "missing.xml"))

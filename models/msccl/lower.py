@@ -42,6 +42,7 @@ cells. A send whose receive is missing moves nothing (it is reported as
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -67,8 +68,20 @@ class Lowered:
     def writer(self, sync_step: int, rank: int, cell: int) -> int | None:
         """The XML step behind the transfer that wrote ``cell`` of ``rank`` in
         ``sync_step`` (the last one listed if several did)."""
-        hit = np.flatnonzero((self.sync_step == sync_step) & (self.dst_rank == rank) & (self.dst_cell == cell))
-        return int(self.origin[hit[-1]]) if hit.size else None
+        keys, order = self._writers
+        want = self._key(np.int64(sync_step), np.int64(rank), np.int64(cell))
+        at = int(np.searchsorted(keys, want, side="right")) - 1
+        return int(self.origin[order[at]]) if at >= 0 and keys[at] == want else None
+
+    def _key(self, sync_step, rank, cell):
+        ranks, cells = np.int64(self.schedule.ranks), np.int64(self.cells.cells)
+        return (sync_step * ranks + rank) * cells + cell
+
+    @cached_property
+    def _writers(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = self._key(self.sync_step.astype(np.int64), self.dst_rank, self.dst_cell)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], order
 
 
 def message_cells(p: Program) -> tuple[np.ndarray, int]:

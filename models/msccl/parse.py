@@ -44,6 +44,8 @@ MAX_FILE_BYTES = 64 << 20
 MAX_GPUS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_CHANNELS = 1024
+#: cells (GPUs x (buffers + received chunks)) the result check can hold, about 330 MB of fingerprints
+MAX_CELLS = 1 << 23
 
 #: collectives the verifier knows the postcondition of (spec names)
 SUPPORTED = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce")
@@ -299,6 +301,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
         unknown_attrs=unknown,
     )
     _check_steps(program, columns["s"], fail)
+    _check_size(program, in_size + out_size, fail)
     return program
 
 
@@ -382,6 +385,20 @@ def _check_steps(p: Program, numbers: np.ndarray, fail) -> None:
     i = _nop_chain_without_dependency(p)
     if i is not None:
         raise fail(int(line[i]), f"{p.describe(i)} follows nop steps with dependencies but has depid=-1; msccl-executor-nccl and RCCL refuse such a file", "give this step the last dependency of the chain (as MSCCLang does) or remove the nops")
+
+
+def _check_size(p: Program, data_cells: int, fail) -> None:
+    """Refuse a program too big to check before anything large is allocated."""
+    from .lower import message_cells
+
+    _, messages = message_cells(p)
+    per_gpu = data_cells + int(p.s_chunks.max()) + messages
+    if p.ngpus * per_gpu > MAX_CELLS:
+        raise fail(
+            p.algo_line,
+            f"checking needs {p.ngpus} GPUs x {per_gpu} cells (buffers and received chunks), over the {MAX_CELLS} collspec holds",
+            "check a smaller instance of the algorithm (fewer GPUs or chunks)",
+        )
 
 
 def _nop_chain_without_dependency(p: Program) -> int | None:

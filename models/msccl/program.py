@@ -165,7 +165,11 @@ class Program:
 
 def spread(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For items with ``counts[k]`` parts each: (item of each part, index of
-    the part inside its item). ``spread([2, 0, 1])`` is ``([0, 0, 2], [0, 1, 0])``."""
+    the part inside its item).
+
+    >>> [a.tolist() for a in spread([2, 0, 1])]
+    [[0, 0, 2], [0, 1, 0]]
+    """
     counts = np.asarray(counts, dtype=np.int64)
     item = np.repeat(np.arange(counts.size), counts)
     starts = np.cumsum(counts) - counts

@@ -26,6 +26,8 @@ from .program import NOP, READS_DST, READS_SRC, WRITES_DST, Program, spread
 
 #: clock entries held at once (rows x thread-block columns), about 64 MB
 CLOCK_BUDGET = 16_000_000
+#: candidate pairs examined at once
+PAIR_SLICE = 4_000_000
 LIST_LIMIT = 1000
 
 
@@ -49,52 +51,50 @@ def accesses(p: Program, runs: np.ndarray, cells: CellMap) -> tuple[np.ndarray, 
     return step, p.gpu[step], cell, write
 
 
-def candidate_pairs(p: Program, order: Order, cells: CellMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs of distinct steps on one GPU sharing a cell, one of them
-    writing it, as arrays (a, b, cell) with a < b, one row per shared cell."""
-    runs = np.flatnonzero((order.level >= 0) & (p.type != NOP))
+def candidate_pairs(p: Program, order: Order, cells: CellMap, gpus: np.ndarray):
+    """Pairs of distinct steps on one of ``gpus`` sharing a cell, one of them
+    writing it: yields arrays (a, b, cell) with a < b, one row per shared
+    cell, in slices of at most :data:`PAIR_SLICE` candidate rows."""
+    runs = np.flatnonzero((order.level >= 0) & (p.type != NOP) & np.isin(p.gpu, gpus))
     step, gpu, cell, write = accesses(p, runs, cells)
     key = gpu * np.int64(cells.cells) + cell
     o = np.argsort(key, kind="stable")
     key, step, write, cell = key[o], step[o], write[o], cell[o]
-    n = key.size
-    group_end = np.searchsorted(key, key, side="right")
-    first, k = spread(group_end - np.arange(n) - 1)
-    second = first + 1 + k
-    keep = (write[first] | write[second]) & (step[first] != step[second])
-    a, b = step[first[keep]], step[second[keep]]
-    return np.minimum(a, b), np.maximum(a, b), cell[first[keep]]
+    partners = np.searchsorted(key, key, side="right") - np.arange(key.size) - 1
+    bounds = np.cumsum(partners)
+    start = 0
+    while start < key.size:
+        stop = max(int(np.searchsorted(bounds, bounds[start] - partners[start] + PAIR_SLICE, side="right")), start + 1)
+        first, k = spread(partners[start:stop])
+        first = first + start
+        second = first + 1 + k
+        keep = (write[first] | write[second]) & (step[first] != step[second])
+        a, b = step[first[keep]], step[second[keep]]
+        yield np.minimum(a, b), np.maximum(a, b), cell[first[keep]]
+        start = stop
 
 
-def unordered(order: Order, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """For pairs of steps on the same GPU: is neither before the other?"""
-    p = order.program
-    result = np.zeros(a.size, dtype=bool)
-    if a.size == 0:
-        return result
-    gpus = p.gpu[a]
+def gpu_batches(p: Program) -> list[np.ndarray]:
+    """GPUs grouped so that one group's clocks fit :data:`CLOCK_BUDGET`."""
     tb_per_gpu = np.bincount(p.tb_gpu, minlength=p.ngpus)[: p.ngpus]
     budget = max(1, CLOCK_BUDGET // max(p.steps, 1))
-    batch: list[int] = []
-    width = 0
-    for g in np.unique(gpus).tolist():
+    batches, batch, width = [], [], 0
+    for g in range(p.ngpus):
         if batch and width + tb_per_gpu[g] > budget:
-            _answer(order, batch, a, b, gpus, result)
+            batches.append(np.array(batch))
             batch, width = [], 0
         batch.append(g)
         width += int(tb_per_gpu[g])
-    _answer(order, batch, a, b, gpus, result)
-    return result
+    if batch:
+        batches.append(np.array(batch))
+    return batches
 
 
-def _answer(order: Order, batch: list[int], a, b, gpus, result) -> None:
-    p = order.program
-    clock, column = vector_clocks(order, np.asarray(batch))
-    pick = np.isin(gpus, batch)
-    x, y = a[pick], b[pick]
-    x_before_y = clock[y, column[p.tb[x]]] > p.pos[x]
-    y_before_x = clock[x, column[p.tb[y]]] > p.pos[y]
-    result[pick] = ~(x_before_y | y_before_x)
+def unordered(p: Program, clock: np.ndarray, column: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For pairs of steps on GPUs of the clock's batch: is neither before the other?"""
+    a_before_b = clock[b, column[p.tb[a]]] > p.pos[a]
+    b_before_a = clock[a, column[p.tb[b]]] > p.pos[b]
+    return ~(a_before_b | b_before_a)
 
 
 def vector_clocks(order: Order, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,27 +140,29 @@ def races(order: Order, maps: list[CellMap]) -> list[Violation]:
     modes is reported once, naming the modes)."""
     p = order.program
     found: dict[tuple[int, int], dict] = {}
-    span = np.int64(max(p.steps, 1))
-    for cells in maps:
-        a, b, cell = candidate_pairs(p, order, cells)
-        if a.size == 0:
-            continue
-        unique, inverse = np.unique(a * span + b, return_inverse=True)
-        racing = unordered(order, unique // span, unique % span)
-        names = cells.names()
-        rows = np.flatnonzero(racing[inverse])
-        for x, y, c in zip(a[rows].tolist(), b[rows].tolist(), cell[rows].tolist()):
-            entry = found.setdefault((x, y), {"modes": [], "cells": set()})
-            if cells.mode not in entry["modes"]:
-                entry["modes"].append(cells.mode)
-            entry["cells"].add(names[c])
-    violations = []
-    for (x, y), entry in sorted(found.items())[:LIST_LIMIT]:
-        violations.append(_race(p, x, y, sorted(entry["cells"], key=_cell_sort), entry["modes"]))
-    if len(found) > LIST_LIMIT:
-        violations.append(
-            Violation("race", f"... and {len(found) - LIST_LIMIT} more unordered pairs of steps (only the first {LIST_LIMIT} are listed)", details={"count": len(found)})
-        )
+    more = 0  # racing pairs beyond the listed ones (counted per shared cell)
+    names = {cells.mode: cells.names() for cells in maps}
+    for gpus in gpu_batches(p):
+        clock, column = vector_clocks(order, gpus)
+        for cells in maps:
+            for a, b, cell in candidate_pairs(p, order, cells, gpus):
+                rows = np.flatnonzero(unordered(p, clock, column, a, b))
+                if len(found) >= LIST_LIMIT:
+                    more += rows.size
+                    continue
+                for x, y, c in zip(a[rows].tolist(), b[rows].tolist(), cell[rows].tolist()):
+                    entry = found.get((x, y))
+                    if entry is None:
+                        if len(found) >= LIST_LIMIT:
+                            more += 1
+                            continue
+                        entry = found[(x, y)] = {"modes": [], "cells": set()}
+                    if cells.mode not in entry["modes"]:
+                        entry["modes"].append(cells.mode)
+                    entry["cells"].add(names[cells.mode][c])
+    violations = [_race(p, x, y, sorted(entry["cells"], key=_cell_sort), entry["modes"]) for (x, y), entry in sorted(found.items())]
+    if more:
+        violations.append(Violation("race", f"... and more unordered accesses ({more} beyond the first {LIST_LIMIT} pairs of steps listed)", details={"more": more}))
     return violations
 
 
