@@ -165,8 +165,8 @@ def test_thread_blocks_and_gpus_may_appear_in_any_order():
     assert p.gpu.tolist() == [0, 0, 1, 1]
 
 
-def test_every_step_type_parses_including_res():
-    steps = [step(k, kind, srcoff=0, dstoff=0) for k, kind in enumerate(["s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "res"])] + [nop(9)]
+def test_every_step_type_parses_including_residual_adds():
+    steps = [step(k, kind, srcoff=0, dstoff=0) for k, kind in enumerate(["s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "res", "ra"])] + [nop(10)]
     p = loads(program([(0, [(1, 1, 0, steps)]), (1, [])]))
     assert sorted(TYPE_NAMES[t] for t in np.unique(p.type)) == sorted(TYPE_NAMES)
 

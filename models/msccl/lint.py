@@ -13,7 +13,7 @@ import numpy as np
 
 from ...spec.violations import Violation
 from .order import Order
-from .program import MAX_COUNT, MAX_STEPS_PER_TB, NOP, RES, Program
+from .program import MAX_COUNT, MAX_STEPS_PER_TB, NOP, RESIDUAL, Program
 
 SHOWN = 5
 
@@ -64,12 +64,12 @@ def lint(p: Program, order: Order) -> list[Violation]:
     big = np.flatnonzero(p.cnt >= MAX_COUNT)
     if big.size:
         warn("executor-limit", f"cnt of {MAX_COUNT} or more: the executors refuse it (MSCCL_MAX_COUNT); split the step", [p.where(int(i)) for i in big])
-    res = np.flatnonzero(p.type == RES)
+    res = np.flatnonzero(RESIDUAL[p.type])
     if res.size:
         warn(
             "residual-add",
-            "res (residual add, from SCCL's executor) adds two tensors outside the collective's buffers into dst; msccl-executor-nccl "
-            "and RCCL refuse the type, and the result check here leaves the addition out",
+            "res/ra (residual add, from SCCL's and early MSCCL's executors) adds two tensors outside the collective's buffers into dst; "
+            "msccl-executor-nccl and RCCL refuse the type, and the result check here leaves the addition out",
             [p.where(int(i)) for i in res],
         )
     unknown = [{"element": tag, "attribute": name, "line": line} for tag, name, line in p.unknown_attrs]

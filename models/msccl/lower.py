@@ -30,7 +30,7 @@ rrcs    src into message (reduce)                   message -> dst (copy);
 cpy     src -> dst (copy)
 re      src into dst (reduce)
 nop     (nothing)
-res     (nothing: it adds tensors outside the collective; reported)
+res, ra (nothing: it adds tensors outside the collective; reported)
 ======  ==========================================  =========================
 
 Only sends cross a link, one transfer per chunk, so the checker's traffic
@@ -170,8 +170,8 @@ def lower(order: Order, mode: str) -> Lowered:
 
 def schedule_of(program: Program) -> Schedule:
     """The synchronous schedule of a program that runs to completion, in the
-    first mode it declares (in place before out of place), for the commands
-    that take a schedule (cost, explain)."""
+    first mode it declares (in place before out of place): what
+    ``collspec.commands.check.load_schedule`` returns for an .xml file."""
     from .cells import IN_PLACE, OUT_OF_PLACE
     from .order import analyse
     from .parse import MscclFormatError

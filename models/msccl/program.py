@@ -22,6 +22,7 @@ re      local reduce               ``dst`` := ``dst`` + ``src``
 nop     no operation               only waits on its dependency
 res     residual add (SCCL)        ``dst`` += two residual tensors outside
                                    the collective's buffers
+ra      residual add (older MSCCL) the same as ``res``
 ======  =========================  =======================================
 
 A thread block sends to its ``send`` peer and receives from its ``recv``
@@ -47,14 +48,16 @@ STEP_TYPES: dict[str, tuple[bool, bool, bool, bool, bool]] = {
     "re": (False, False, True, True, True),
     "nop": (False, False, False, False, False),
     "res": (False, False, True, False, True),
+    "ra": (False, False, True, False, True),
 }
 TYPE_NAMES: tuple[str, ...] = tuple(STEP_TYPES)
 TYPE_CODES: dict[str, int] = {name: code for code, name in enumerate(TYPE_NAMES)}
 NOP = TYPE_CODES["nop"]
 RE = TYPE_CODES["re"]
-RES = TYPE_CODES["res"]
+#: residual adds (``res`` from SCCL, ``ra`` from microsoft/msccl)
+RESIDUAL = np.array([name in ("res", "ra") for name in TYPE_NAMES], dtype=bool)
 #: local reduces read their destination too (``dst`` += ...)
-READS_DST = np.array([name in ("re", "res") for name in TYPE_NAMES], dtype=bool)
+READS_DST = np.array([name in ("re", "res", "ra") for name in TYPE_NAMES], dtype=bool)
 
 
 def _type_mask(column: int) -> np.ndarray:
