@@ -101,7 +101,7 @@ def _locate(order: Order, lowered: Lowered, v: Violation) -> tuple[Violation, st
     the step behind the transfer it names and the buffer cell. Returns the
     violation, where (for the message) and what."""
     p = order.program
-    names = lowered.cells.names()
+    names = lowered.schedule.layout.cell_names
     details = dict(v.details)
     xml = None
     if v.kind == "wrong-column":
@@ -113,7 +113,7 @@ def _locate(order: Order, lowered: Lowered, v: Violation) -> tuple[Violation, st
             xml = lowered.writer(v.step, v.dst, cell)
         if cell is not None and v.kind != "ranks-disagree":
             details["cell"] = names[cell]
-        text = v.message.replace(" (found by fingerprint; the first 8 failing cells are listed exactly)", " (found by fingerprint)")
+        text = v.message
     step = None
     if xml is not None:
         details.update(p.where(xml))
@@ -129,7 +129,7 @@ def _locate(order: Order, lowered: Lowered, v: Violation) -> tuple[Violation, st
 
 def _wrong_column(order: Order, lowered: Lowered, xml: int | None, details: dict) -> str:
     p = order.program
-    names = lowered.cells.names()
+    names = lowered.schedule.layout.cell_names
     src, dst = names[details["src_chunk"]], names[details["dst_chunk"]]
     if xml is None:
         return f"adds {src} into {dst}, a different chunk"
