@@ -31,6 +31,7 @@ KINDS = (
     "hang",
     "crash",
     "unsupported",
+    "lint",  # format drift and executor limits in MSCCL files (always a warning)
 )
 
 

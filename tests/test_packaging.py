@@ -36,3 +36,5 @@ def test_wheel_installs_only_collspec(tmp_path):
     assert tops == {"collspec", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     names = zipfile.ZipFile(wheel).namelist()
     assert "collspec/spec/__init__.py" in names and "collspec/cli.py" in names
+    # the MSCCL corpus `collspec verify` checks ships as package data
+    assert "collspec/models/msccl/data/all-reduce-ring-simple.xml" in names and "collspec/models/msccl/data/SOURCES.md" in names

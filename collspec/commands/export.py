@@ -1,6 +1,14 @@
-"""Write a built-in algorithm as an MSCCL XML program."""
+"""Write a built-in algorithm as an MSCCL XML program (in place, one
+channel; see collspec.models.msccl.export). Check the result with
+'collspec check FILE.xml'."""
 
-from . import NotBuilt
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from ..spec.errors import CollspecError
 
 
 def configure(parser):
@@ -8,8 +16,34 @@ def configure(parser):
     parser.add_argument("--collective", "-c", default="allreduce", metavar="C")
     parser.add_argument("--ranks", "-n", type=int, required=True, metavar="N")
     parser.add_argument("--format", choices=["msccl-xml"], default="msccl-xml")
+    parser.add_argument("--name", metavar="NAME", help="the <algo name=...> to write (default: the schedule's)")
+    parser.add_argument("--proto", choices=["Simple", "LL", "LL128"], default="Simple", help="the protocol to declare (default Simple)")
     parser.add_argument("--output", "-o", metavar="PATH", help="write here instead of stdout")
 
 
-def run(args):
-    raise NotBuilt("export", 5, "MSCCL")
+def run(args) -> int:
+    from ..models.generators import generate
+    from ..models.msccl import to_xml
+
+    text = to_xml(generate(args.algorithm, args.collective, args.ranks), name=args.name, proto=args.proto)
+    if not args.output or args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    write_atomically(args.output, text)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def write_atomically(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CollspecError(f"cannot write {path}: folder {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".collspec-", suffix=".xml", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,26 @@
+"""MSCCL XML: import, a verifier with the executors' concurrent semantics,
+and export of the built-in algorithms.
+
+MSCCL files (``<algo>/<gpu>/<tb>/<step>``) are how custom collective
+algorithms ship for MSCCL and RCCL. The executors run a GPU's thread blocks
+concurrently, so a file that is right when its steps are replayed in
+written order can still deadlock, race or compute the wrong sum. This
+package reads a file (:mod:`.parse`), models what the executors do with it
+(:mod:`.executor`, :mod:`.order`), finds races (:mod:`.races`), runs it
+through the one interpreter and checker of :mod:`collspec.models`
+(:mod:`.lower`, :mod:`.verify`), warns about format drift (:mod:`.lint`)
+and writes the built-in algorithms as MSCCL files (:mod:`.export`).
+docs/msccl.md records what was read in which executor source.
+
+>>> from collspec.models.generators import generate
+>>> program = loads(to_xml(generate("ring", "allreduce", 4)))
+>>> verdict = verify(program)
+>>> verdict.ok, program.threadblocks, program.steps
+(True, 4, 28)
+"""
+
+from .export import ExportError, to_xml
+from .parse import MscclFormatError, load, loads
+from .verify import Verdict, verify
+
+__all__ = ["load", "loads", "verify", "to_xml", "Verdict", "MscclFormatError", "ExportError"]
