@@ -20,6 +20,7 @@ def configure(parser):
     parser.add_argument("--link-capacity", type=int, metavar="K", help="chunks one directed link carries per step (default: the schedule's, 1 for JSON files)")
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
+    parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
     add_json_option(parser)
 
 
@@ -74,6 +75,8 @@ def run(args) -> int:
     violations, per_schedule = [], []
     for schedule in schedules:
         result = check(schedule, link_capacity=args.link_capacity, exact=args.exact)
+        if args.prove:
+            _prove(schedule, result)
         if len(schedules) > 1:
             violations += [_tag(v, schedule.ranks) for v in result.violations]
             per_schedule.append({"ranks": schedule.ranks, "ok": result.ok, **result.stats})
@@ -85,6 +88,15 @@ def run(args) -> int:
     subject = args.file or f"{args.algorithm} {schedules[0].collective} ranks={args.ranks}"
     stats = per_schedule[0] if len(per_schedule) == 1 else {"schedules": per_schedule}
     return emit(Report("check", subject, violations, stats), args)
+
+
+def _prove(schedule, result) -> None:
+    """``--prove``: add the bounded proof's outcome to a check result."""
+    from ..proofs.schedules import prove_schedule, violations
+
+    outcome = prove_schedule(schedule)
+    result.violations.extend(violations(schedule, outcome))
+    result.stats["bounded_proof"] = outcome.status
 
 
 def _tag(violation, ranks: int):
