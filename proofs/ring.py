@@ -43,7 +43,7 @@ from ..models import indexing as ix
 from ..models.generators import ring as ring_gen
 from ..models.schedule import COPY, REDUCE
 from ..spec.bandwidth import bus_factor
-from .solver import Outcome, Query, prove_exists, run_queries
+from .solver import FAILED, PROVED, Outcome, Query, prove_exists, run_queries
 
 N, r, r2, s, t, x, c = z3.Ints("N r r2 s t x c")
 
@@ -388,7 +388,9 @@ def identical_bits(code: RingCode) -> list[Query]:
     """After a ring all-reduce every rank holds identical bits, in any
     floating-point type: each chunk's final value is computed once, by its
     owner (contributors: complete at exactly one rank), and only copied
-    after that.
+    after that: every all-gather transfer is a copy, each hop forwards what
+    arrived the hop before, starting from the owner's value, and nothing
+    writes the owner's cell (all-gather shows every rank receives it).
 
     Values are of an uninterpreted sort and ``combine`` an uninterpreted
     function, so nothing about the arithmetic is assumed.
@@ -424,14 +426,14 @@ def traffic(code: RingCode) -> list:
     :mod:`collspec.spec.bandwidth`.
 
     Each rank sends one chunk (1/N of the vector) per hop and receives one
-    (links-busy), for hops(N) hops per phase.
+    (links-busy), for hops(N) hops per phase. spec.bandwidth's
+    ``bus_factor`` is plain Python (it branches on N), so the bound it
+    states is compared with 2(N - 1)/N and (N - 1)/N for N = 2..64.
     Premises: N >= 2; the generator's one transfer per rank per hop and N chunks.
     """
     n, hops = z3.ToReal(N), z3.ToReal(code.hops(N))
 
     def bound_is_the_spec() -> Outcome:
-        from .solver import FAILED, PROVED
-
         for k in range(2, 65):
             if bus_factor("allreduce", k) != 2 * (k - 1) / k or bus_factor("reduce_scatter", k) != (k - 1) / k:
                 return Outcome(FAILED, f"spec.bandwidth's lower bound is not 2(N-1)/N at N={k}", {"N": k})

@@ -85,7 +85,7 @@ class Bounds:
 
 
 DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7))
-FULL = Bounds(builtin_ranks=16, differs_ranks=range(3, 9), identical_ranks=32, lower_bound_ranks=range(2, 10))
+FULL = Bounds(builtin_ranks=16, differs_ranks=range(3, 9), identical_ranks=32, lower_bound_ranks=range(2, 9))
 
 
 def _first_line(text: str | None) -> str:

@@ -39,6 +39,14 @@ def test_z3_finds_a_ring_result_other_than_the_rank_order_sum_and_numpy_agrees(d
     assert check_reduction(ring[0], values).ok and check_reduction(spec, values).ok  # both correct
 
 
+def test_z3_formats_are_the_spec_dtypes():
+    from collspec.spec.dtypes import precision_bits
+
+    for dtype, (_, significand) in floating.FORMATS.items():
+        assert significand == precision_bits(dtype)
+        assert floating.fp_sort(dtype).sbits() == significand
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_two_ranks_never_differ(dtype):
     assert floating.two_ranks_agree(dtype).status == PROVED

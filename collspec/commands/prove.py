@@ -22,6 +22,7 @@ def configure(parser):
 
 def run(args) -> int:
     from ..proofs import suite as proofs
+    from ..proofs.solver import FAILED
 
     if args.schedule and (args.only or args.list or args.full):
         raise CollspecError("--schedule proves one file; give it without --only, --list or --full")
@@ -47,7 +48,8 @@ def run(args) -> int:
         if not result.ok:
             print(f"    {result.message}", file=out)
             if result.counterexample:
-                print(f"    counterexample: {_shown(result.counterexample)}", file=out)
+                label = "counterexample" if result.status == FAILED else "undecided at"
+                print(f"    {label}: {_shown(result.counterexample)}", file=out)
     seconds = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     print(f"prove: {len(results)} proofs, {len(results) - len(failed)} proved, {len(failed)} not proved ({seconds:.1f} s)", file=out)
