@@ -57,6 +57,27 @@ def ag_send(owner, r, s, n):
     return (owner(r, n) + n - s) % n
 
 
+def rs_transfer(owner, r, s, n):
+    """Rank r's one transfer at reduce-scatter hop s: ``(dst, src_chunk, dst_chunk)``.
+
+    It goes to the next rank, which adds it into the same chunk index."""
+    chunk = rs_send(owner, r, s, n)
+    return ring_next(r, n), chunk, chunk
+
+
+def ag_transfer(owner, r, s, n):
+    """Rank r's one transfer at all-gather hop s: ``(dst, src_chunk, dst_chunk)``.
+
+    It goes to the next rank, which copies it into the same chunk index."""
+    chunk = ag_send(owner, r, s, n)
+    return ring_next(r, n), chunk, chunk
+
+
+def ring_hops(n):
+    """Hops in each phase of a ring (reduce-scatter, all-gather): N - 1."""
+    return n - 1
+
+
 def ring_rs_send(r, s, n):
     return rs_send(ring_owner, r, s, n)
 

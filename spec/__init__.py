@@ -110,7 +110,9 @@ Ops are ``sum``, ``prod``, ``min``, ``max`` and ``avg``
 (:mod:`collspec.spec.ops` defines them on every type: integers wrap, and
 integer avg rounds the exact mean toward zero). Floats round after each
 operation, so the order of a reduction matters: :mod:`collspec.spec.accuracy`
-gives the exact reference and the error bound every correct order meets.
+gives the exact reference and the error bound every correct order meets, and
+:mod:`collspec.spec.floating_point` works through inputs where a ring's result
+differs from the rank-order sum (while every rank still holds the same bits).
 
 Bad input is refused with the rank and the field named:
 

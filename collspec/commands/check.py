@@ -23,6 +23,7 @@ def configure(parser):
     parser.add_argument("--link-capacity", type=int, metavar="K", help="chunks one directed link carries per step (default: the schedule's, 1 for JSON files)")
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
+    parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
     add_json_option(parser)
 
 
@@ -80,6 +81,8 @@ def run(args) -> int:
     violations, per_schedule = [], []
     for schedule in schedules:
         result = check(schedule, link_capacity=args.link_capacity, exact=args.exact)
+        if args.prove:
+            _prove(schedule, result)
         if len(schedules) > 1:
             violations += [_tag(v, schedule.ranks) for v in result.violations]
             per_schedule.append({"ranks": schedule.ranks, "ok": result.ok, **result.stats})
@@ -99,7 +102,19 @@ def _check_msccl(args) -> int:
     from ..report import Report
 
     verdict = verify(load(args.file), exact=args.exact)
+    if args.prove:
+        _prove(load_schedule(args.file), verdict)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
+
+
+def _prove(schedule, result) -> None:
+    """``--prove``: add the bounded proof's outcome to a check result (or an
+    MSCCL verdict: anything with ``violations`` and ``stats``)."""
+    from ..proofs.schedules import prove_schedule, violations
+
+    outcome = prove_schedule(schedule)
+    result.violations.extend(violations(schedule, outcome))
+    result.stats["bounded_proof"] = outcome.status
 
 
 def _tag(violation, ranks: int):

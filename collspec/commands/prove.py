@@ -1,15 +1,97 @@
 """Run the machine-checked proofs: one row per proof with its scope
-(`all N>=2` or `N<=K`), result and seconds."""
+(`all N>=2` or `N<=K`), result and seconds. Exit 1, with the counterexample,
+when a proof fails or Z3 cannot decide it. `--schedule FILE` instead proves
+that one schedule file computes its collective for all inputs."""
 
-from . import NotBuilt, add_json_option
+from __future__ import annotations
+
+import sys
+import time
+
+from ..spec.errors import CollspecError
+from . import add_json_option
 
 
 def configure(parser):
     parser.add_argument("--only", metavar="NAME", help="run only the proofs whose name contains NAME")
     parser.add_argument("--list", action="store_true", help="list the proofs and exit")
     parser.add_argument("--schedule", metavar="FILE", help="bounded proof that a schedule file computes its collective")
+    parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
     add_json_option(parser)
 
 
-def run(args):
-    raise NotBuilt("prove", 4, "proofs")
+def run(args) -> int:
+    from ..proofs import suite as proofs
+    from ..proofs.solver import FAILED
+
+    if args.schedule and (args.only or args.list or args.full):
+        raise CollspecError("--schedule proves one file; give it without --only, --list or --full")
+    if args.schedule:
+        return _prove_schedule(args)
+    chosen = proofs.select(proofs.suite(full=args.full), args.only)
+    if not chosen:
+        raise CollspecError(f"no proof name contains {args.only!r}; 'collspec prove --list' shows the names")
+    out = sys.stderr if args.json == "-" else sys.stdout
+    if args.list:
+        width = max(len(p.name) for p in chosen)
+        for p in chosen:
+            print(f"{p.name:<{width}}  {p.scope:<9}  {p.statement}", file=out)
+        return 0
+    started = time.perf_counter()
+    results = []
+    width = max(len(p.name) for p in chosen)
+    print(f"{'proof':<{width}}  {'scope':<9}  {'result':<8}  seconds", file=out)
+    for proof in chosen:
+        result = proofs.run_proof(proof)
+        results.append(result)
+        print(f"{result.name:<{width}}  {result.scope:<9}  {result.status:<8}  {result.seconds:7.2f}", file=out, flush=True)
+        if not result.ok:
+            print(f"    {result.message}", file=out)
+            if result.counterexample:
+                label = "counterexample" if result.status == FAILED else "undecided at"
+                print(f"    {label}: {_shown(result.counterexample)}", file=out)
+    seconds = time.perf_counter() - started
+    failed = [r for r in results if not r.ok]
+    print(f"prove: {len(results)} proofs, {len(results) - len(failed)} proved, {len(failed)} not proved ({seconds:.1f} s)", file=out)
+    return _emit(args, "collspec proofs" + (" --full" if args.full else ""), results, seconds)
+
+
+def _prove_schedule(args) -> int:
+    from ..proofs import schedules
+    from ..proofs.suite import ProofResult
+    from .check import load_schedule
+
+    schedule = load_schedule(args.schedule)
+    started = time.perf_counter()
+    outcome = schedules.prove_schedule(schedule)
+    result = ProofResult(f"schedule {args.schedule}", f"N={schedule.ranks}", outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(f"{result.name}  {result.scope}  {result.status}  {result.seconds:.2f}", file=out)
+    if not result.ok:
+        print(f"    {result.message}", file=out)
+    return _emit(args, args.schedule, [result], result.seconds, schedules.violations(schedule, outcome))
+
+
+def _emit(args, subject: str, results, seconds: float, violations=None) -> int:
+    from ..report import Report, write_json
+
+    if violations is None:
+        violations = [_violation(r) for r in results if not r.ok]
+    report = Report("prove", subject, violations, {"proofs": [r.to_json() for r in results], "seconds": round(seconds, 3)})
+    if args.json:
+        write_json(report.to_json(), args.json)
+    return report.exit_code
+
+
+def _violation(result):
+    from ..spec.violations import Violation
+
+    return Violation(
+        "postcondition",
+        f"proof {result.name} ({result.scope}) {result.status}: {result.message}",
+        details={"proof": result.name, "scope": result.scope, "result": result.status, "counterexample": result.counterexample},
+    )
+
+
+def _shown(example: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in example.items())

@@ -14,23 +14,26 @@ from .. import indexing as ix
 from ..schedule import COPY, REDUCE, Schedule, Step
 
 OWNERS = {"ring": ix.ring_owner, "ring-seed": ix.ring_seed_owner}
+#: What the receiver does with a chunk in each phase.
+REDUCE_SCATTER_OP = REDUCE
+ALL_GATHER_OP = COPY
 
 
 def _reduce_scatter_steps(n: int, owner) -> list[Step]:
     r = np.arange(n)
     steps = []
-    for s in range(n - 1):
-        chunk = ix.rs_send(owner, r, s, n)
-        steps.append(Step.of(r, ix.ring_next(r, n), chunk, chunk, REDUCE, phase="reduce-scatter", name=f"reduce-scatter hop {s + 1}"))
+    for s in range(ix.ring_hops(n)):
+        dst, src_chunk, dst_chunk = ix.rs_transfer(owner, r, s, n)
+        steps.append(Step.of(r, dst, src_chunk, dst_chunk, REDUCE_SCATTER_OP, phase="reduce-scatter", name=f"reduce-scatter hop {s + 1}"))
     return steps
 
 
 def _all_gather_steps(n: int, owner, first_hop: int = 1) -> list[Step]:
     r = np.arange(n)
     steps = []
-    for s in range(n - 1):
-        chunk = ix.ag_send(owner, r, s, n)
-        steps.append(Step.of(r, ix.ring_next(r, n), chunk, chunk, COPY, phase="all-gather", name=f"all-gather hop {first_hop + s}"))
+    for s in range(ix.ring_hops(n)):
+        dst, src_chunk, dst_chunk = ix.ag_transfer(owner, r, s, n)
+        steps.append(Step.of(r, dst, src_chunk, dst_chunk, ALL_GATHER_OP, phase="all-gather", name=f"all-gather hop {first_hop + s}"))
     return steps
 
 

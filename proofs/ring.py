@@ -1,0 +1,466 @@
+"""The ring all-reduce is right for every N >= 2: proofs about models/' own code.
+
+Each proof evaluates the functions :mod:`collspec.models.generators.ring`
+builds its steps from (:class:`RingCode`: the owner, the per-hop transfer
+functions of :mod:`collspec.models.indexing`, the hop count and the op of
+each phase) on Z3 integers N, r, s, ... and asks Z3 whether a property holds
+for all of them. Nothing here restates an index formula: change the code and
+the proofs see the change (the mutation tests do exactly that).
+
+Premises shared by every proof, in words:
+
+- N >= 2 ranks form the directed ring; the link into rank q comes from the
+  rank b with (q - b) mod N = 1 (this is the topology, not the algorithm);
+- the generator makes, at every hop of each phase, exactly one transfer per
+  rank r = 0..N-1, namely ``transfer(owner, r, s, N)``, and cuts the vector
+  into N chunks (one per rank);
+- steps are synchronous: a transfer reads the sender's cell as it was at the
+  start of the hop (the interpreter's semantics), and sending never changes
+  the sender's cell.
+
+Integer ``%`` is the mathematical modulus in Python and in Z3 alike for a
+positive modulus, so the functions mean the same on both.
+
+Where a statement needs "there is a rank (hop) such that ...", the proof
+exhibits the witness as a candidate term such as ``(c + k) % N`` and has Z3
+prove it works for every N (:func:`~collspec.proofs.solver.prove_exists`).
+The only helper the proofs take from models/ without proving it correct is
+``ring_prev``, as the candidate for "the rank that sends to r"; every claim
+that uses it first proves that this rank does send to r.
+
+>>> run_queries(same_index(RingCode.of("ring"))).status
+'proved'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import z3
+
+from ..models import indexing as ix
+from ..models.generators import ring as ring_gen
+from ..models.schedule import COPY, REDUCE
+from ..spec.bandwidth import bus_factor
+from .solver import FAILED, PROVED, Outcome, Query, prove_exists, run_queries
+
+N, r, r2, s, t, x, c = z3.Ints("N r r2 s t x c")
+
+#: candidate offsets k for witnesses written as (term + k) mod N
+OFFSETS = (0, -1, 1, -2, 2)
+#: concrete rank counts searched for a genuine counterexample when no witness works
+SEARCH_RANKS = range(2, 17)
+
+
+@dataclass(frozen=True)
+class RingCode:
+    """The functions a ring schedule is generated from, as the code defines
+    them when :meth:`of` is called. Tests build variants with a deliberately
+    wrong function to show that the proofs then fail."""
+
+    variant: str
+    owner: Callable  # owner(r, n): the chunk rank r completes in the reduce-scatter
+    reduce_scatter: Callable  # (owner, r, s, n) -> (dst, src_chunk, dst_chunk)
+    all_gather: Callable  # (owner, r, s, n) -> (dst, src_chunk, dst_chunk)
+    hops: Callable  # hops(n) per phase
+    reduce_scatter_op: int
+    all_gather_op: int
+    prev: Callable  # candidate for the rank that sends to r; always checked
+
+    @classmethod
+    def of(cls, variant: str = "ring") -> "RingCode":
+        return cls(
+            variant,
+            ring_gen.OWNERS[variant],
+            ix.rs_transfer,
+            ix.ag_transfer,
+            ix.ring_hops,
+            ring_gen.REDUCE_SCATTER_OP,
+            ring_gen.ALL_GATHER_OP,
+            ix.ring_prev,
+        )
+
+    def rs(self, rank, hop, n):
+        return self.reduce_scatter(self.owner, rank, hop, n)
+
+    def ag(self, rank, hop, n):
+        return self.all_gather(self.owner, rank, hop, n)
+
+    def phases(self) -> list[tuple[str, Callable]]:
+        return [("reduce-scatter", self.rs), ("all-gather", self.ag)]
+
+
+# -- premises and small vocabulary ---------------------------------------------------
+
+
+def _ranks(*vs) -> list[z3.BoolRef]:
+    """N >= 2 and every v is a rank, 0 <= v < N."""
+    return [N >= 2] + [b for v in vs for b in (0 <= v, v < N)]
+
+
+def _hops(code: RingCode, *vs, first: int = 0) -> list[z3.BoolRef]:
+    """Every v is a hop of a phase, first <= v < hops(N)."""
+    return [b for v in vs for b in (first <= v, v < code.hops(N))]
+
+
+def _ring_link(a, b) -> z3.BoolRef:
+    """The topology: a -> b is a link of the directed ring on N ranks."""
+    return z3.And(0 <= b, b < N, (b - a) % N == 1)
+
+
+def _among(end, length, rank) -> z3.BoolRef:
+    """``rank`` is one of the ``length`` consecutive ranks ending at ``end``
+    (end - length + 1, ..., end, mod N)."""
+    return (end - rank) % N < length
+
+
+def _one_if(condition) -> z3.ArithRef:
+    return z3.If(condition, 1, 0)
+
+
+def _search(predicate: Callable[[int], dict | None]) -> Callable[[], dict | None]:
+    """Look for a genuine counterexample on concrete rank counts."""
+
+    def run() -> dict | None:
+        for n in SEARCH_RANKS:
+            found = predicate(n)
+            if found is not None:
+                return found
+        return None
+
+    return run
+
+
+# -- the proofs ------------------------------------------------------------------------
+
+
+def same_index(code: RingCode) -> list[Query]:
+    """Same index: whatever a rank sends at hop s lands in the same chunk
+    index at the receiver (added in the reduce-scatter, copied in the
+    all-gather), and every index is a valid rank and chunk.
+
+    Premises: N >= 2; 0 <= r < N; 0 <= s < hops(N).
+    """
+    queries = []
+    for phase, hop in code.phases():
+        dst, sent, into = hop(r, s, N)
+        claim = z3.And(into == sent, 0 <= sent, sent < N, 0 <= dst, dst < N)
+        what = "copies"
+        if phase == "reduce-scatter":
+            claim = z3.And(claim, z3.BoolVal(code.reduce_scatter_op == REDUCE))
+            what = "adds (op reduce)"
+        queries.append(Query(f"{phase}: the receiver {what} into the chunk index that was sent", _ranks(r) + _hops(code, s), claim))
+    return queries
+
+
+def link_once(code: RingCode) -> list[Query]:
+    """No chunk crosses the same directed link twice within a phase.
+
+    Rank r is the only sender on its links, so it is enough that r never
+    sends one chunk to one receiver at two different hops.
+    Premises: N >= 2; 0 <= r < N; 0 <= s, t < hops(N); s != t.
+    """
+    queries = []
+    for phase, hop in code.phases():
+        dst_s, chunk_s, _ = hop(r, s, N)
+        dst_t, chunk_t, _ = hop(r, t, N)
+        queries.append(
+            Query(
+                f"{phase}: rank r never sends the same chunk over the same link at two hops",
+                _ranks(r) + _hops(code, s, t) + [s != t],
+                z3.Implies(dst_s == dst_t, chunk_s != chunk_t),
+            )
+        )
+    return queries
+
+
+def links_busy(code: RingCode) -> list[Query]:
+    """Every link carries exactly one chunk in every hop, 2(N - 1) hops in all.
+
+    With one transfer per rank per hop (premise), this follows from: each
+    phase has N - 1 hops; every transfer uses a ring link (so rank r's one
+    transfer is the one chunk on link r -> r+1); every rank receives from
+    exactly one rank per hop.
+    Premises: N >= 2; 0 <= r, r2 < N; 0 <= s < hops(N).
+    """
+    queries = [Query("each phase has N - 1 hops, 2(N - 1) in all", [N >= 2], code.hops(N) == N - 1)]
+    for phase, hop in code.phases():
+        dst, _, _ = hop(r, s, N)
+        sender = code.prev(r, N)
+        dst_of_sender, _, _ = hop(sender, s, N)
+        dst_other, _, _ = hop(r2, s, N)
+        queries += [
+            Query(f"{phase}: every transfer uses a link of the ring", _ranks(r) + _hops(code, s), _ring_link(r, dst)),
+            Query(
+                f"{phase}: every rank receives from exactly one rank in every hop",
+                _ranks(r, r2) + _hops(code, s),
+                z3.And(0 <= sender, sender < N, dst_of_sender == r, z3.Implies(dst_other == r, r2 == sender)),
+            ),
+        ]
+    return queries
+
+
+def forwarding(code: RingCode) -> list[Query]:
+    """A rank never forwards, in a hop, what it receives in that hop, and
+    from the second hop on always forwards the chunk it finished
+    accumulating (reduce-scatter) or receiving (all-gather) in the hop
+    before; the all-gather starts with the chunk finished in the last
+    reduce-scatter hop (and, for the all-gather collective, with the
+    rank's own block).
+
+    Premises: N >= 2; 0 <= r < N; 0 <= s < hops(N) (1 <= s for the second).
+    """
+    sender = code.prev(r, N)
+    last = code.hops(N) - 1
+    queries = []
+    for phase, hop in code.phases():
+        to_r, received, _ = hop(sender, s, N)
+        _, sent, _ = hop(r, s, N)
+        to_r_before, received_before, _ = hop(sender, s - 1, N)
+        queries += [
+            Query(
+                f"{phase}: a rank never forwards in a hop the chunk it receives in that hop",
+                _ranks(r) + _hops(code, s),
+                z3.And(to_r == r, sent != received),
+            ),
+            Query(
+                f"{phase}: from hop 1 on, a rank forwards the chunk it received in the hop before",
+                _ranks(r) + _hops(code, s, first=1),
+                z3.And(to_r_before == r, sent == received_before),
+            ),
+        ]
+    to_r, finished, _ = code.rs(sender, last, N)
+    _, first_sent, _ = code.ag(r, 0, N)
+    queries.append(
+        Query(
+            "all-reduce: the all-gather starts with the chunk each rank finished in the last reduce-scatter hop",
+            _ranks(r),
+            z3.And(to_r == r, first_sent == finished),
+        )
+    )
+    if code.variant == "ring":  # the all-gather collective: rank r starts with block r
+        queries.append(Query("all-gather collective: each rank first sends its own block", _ranks(r), first_sent == r))
+    return queries
+
+
+def contributors(code: RingCode) -> list:
+    """The contributor invariant of the reduce-scatter, by induction on the hop.
+
+    After hop s, the chunk rank r received holds exactly the contributions
+    of the s + 2 consecutive ranks ending at r, each once. Hence after the
+    N - 1 hops each rank holds one complete chunk (the one it owns), and
+    every chunk is complete at exactly one rank.
+
+    The base case (hop 0) and the inductive step (hop s >= 1, assuming the
+    invariant at hop s - 1 for the sender) are separate queries; the step
+    is split into: what the sender passes on, that the receiver's cell is
+    still its own input, and the counting. A cell's value is a count per
+    contributor rank x.
+
+    Premises: N >= 2; 0 <= r, x < N; 0 <= s < hops(N) (1 <= s in the step);
+    r receives only from ``prev(r)`` (proved in links-busy, and re-checked
+    here); the invariant at hop s - 1 (in the step).
+    """
+    sender = code.prev(r, N)
+    last = code.hops(N) - 1
+    to_r0, chunk0, _ = code.rs(sender, 0, N)
+    to_r, chunk, _ = code.rs(sender, s, N)
+    to_sender, chunk_sender_got, _ = code.rs(code.prev(sender, N), s - 1, N)
+    _, chunk_at_t, _ = code.rs(sender, t, N)
+    to_r_last, chunk_last, _ = code.rs(sender, last, N)
+
+    def owner_onto() -> Outcome:
+        def missing(n: int) -> dict | None:
+            owned = {int(code.owner(q, n)) for q in range(n)}
+            gaps = [k for k in range(n) if k not in owned]
+            return {"N": n, "c": gaps[0]} if gaps else None
+
+        return prove_exists(
+            "every chunk is complete at some rank (some r owns chunk c)",
+            [N >= 2, 0 <= c, c < N],
+            [(f"r = (c{k:+d}) mod N", (c + k) % N) for k in OFFSETS],
+            lambda w: z3.And(0 <= w, w < N, code.owner(w, N) == c),
+            _search(missing),
+        )
+
+    return [
+        Query(
+            "base (hop 0): the chunk rank r receives holds ranks prev(r) and r, once each",
+            _ranks(r, x),
+            z3.And(to_r0 == r, _one_if(x == sender) + _one_if(x == r) == _one_if(_among(r, 2, x))),
+        ),
+        Query(
+            "step, sender: at hop s >= 1 the sender passes on the cell it received at hop s - 1",
+            _ranks(r) + _hops(code, s, first=1),
+            z3.And(to_r == r, to_sender == sender, chunk == chunk_sender_got),
+        ),
+        Query(
+            "step, receiver: before hop s, rank r never received the chunk it receives at hop s",
+            _ranks(r) + _hops(code, s, first=1) + [0 <= t, t < s],
+            chunk_at_t != chunk,
+        ),
+        Query(
+            "step, counts: sender's s + 1 ranks ending at prev(r), plus r's own input, are the s + 2 ranks ending at r, once each",
+            _ranks(r, x) + _hops(code, s, first=1),
+            _one_if(_among(sender, s + 1, x)) + _one_if(x == r) == _one_if(_among(r, s + 2, x)),
+        ),
+        Query(
+            "conclusion: after the last hop rank r's cell holds all N ranks once each, and it is the chunk r owns",
+            _ranks(r, x),
+            z3.And(to_r_last == r, _among(r, last + 2, x), chunk_last == code.owner(r, N)),
+        ),
+        Query(
+            "conclusion: a cell last written before the last hop (or never) holds fewer than N ranks",
+            _ranks() + _hops(code, s) + [s < last],
+            z3.And(s + 2 < N, 1 < N),
+        ),
+        Query(
+            "conclusion: no two ranks own the same chunk",
+            _ranks(r, r2),
+            z3.Implies(code.owner(r, N) == code.owner(r2, N), r == r2),
+        ),
+        owner_onto,
+    ]
+
+
+def _after_all_gather(code: RingCode, before, incoming, combine):
+    """The receiver's cell after an all-gather transfer of the code's op."""
+    return z3.If(z3.BoolVal(code.all_gather_op == COPY), incoming, combine(before, incoming))
+
+
+def all_gather(code: RingCode) -> list:
+    """After the all-gather every rank holds every chunk, complete.
+
+    By induction on the all-gather hop: at hop 0 each rank sends the chunk
+    it owns, which the reduce-scatter completed (contributors); at hop s >= 1
+    it forwards the chunk it received at hop s - 1, complete by induction;
+    the receiver's cell becomes a copy, whatever it held before. Finally
+    every chunk c reaches every rank r: r owns c, or receives it at some hop.
+
+    Premises: N >= 2; 0 <= r, c < N; 0 <= s < hops(N) (1 <= s in the step);
+    a cell's value is a count per contributor, complete = 1 for every rank.
+    """
+    sender = code.prev(r, N)
+    _, first, _ = code.ag(r, 0, N)
+    _, sent, _ = code.ag(r, s, N)
+    to_r_before, received_before, _ = code.ag(sender, s - 1, N)
+    before = z3.Int("count_before")
+
+    def reaches_every_rank() -> Outcome:
+        def missing(n: int) -> dict | None:
+            for q in range(n):
+                got = {int(code.owner(q, n))} | {int(code.ag(p, h, n)[1]) for h in range(int(code.hops(n))) for p in range(n) if int(code.ag(p, h, n)[0]) == q}
+                gaps = [k for k in range(n) if k not in got]
+                if gaps:
+                    return {"N": n, "r": q, "c": gaps[0]}
+            return None
+
+        def holds(w):
+            to_r, chunk_w, _ = code.ag(sender, w, N)
+            return z3.Or(c == code.owner(r, N), z3.And(0 <= w, w < code.hops(N), to_r == r, chunk_w == c))
+
+        return prove_exists(
+            "conclusion: rank r holds chunk c (it owns c, or receives c at some hop)",
+            _ranks(r, c),
+            [(f"hop = (r - c{k:+d}) mod N", (r - c + k) % N) for k in OFFSETS],
+            holds,
+            _search(missing),
+        )
+
+    return [
+        Query("base (hop 0): each rank first sends the chunk it owns, completed by the reduce-scatter", _ranks(r), first == code.owner(r, N)),
+        Query(
+            "step (hop s >= 1): each rank forwards the chunk it received at hop s - 1",
+            _ranks(r) + _hops(code, s, first=1),
+            z3.And(to_r_before == r, sent == received_before),
+        ),
+        Query(
+            "every hop: the receiver's cell becomes the complete chunk (count 1 per rank), whatever it held",
+            [before >= 0],
+            _after_all_gather(code, before, z3.IntVal(1), lambda a, b: a + b) == 1,
+        ),
+        reaches_every_rank,
+    ]
+
+
+def identical_bits(code: RingCode) -> list[Query]:
+    """After a ring all-reduce every rank holds identical bits, in any
+    floating-point type: each chunk's final value is computed once, by its
+    owner (contributors: complete at exactly one rank), and only copied
+    after that: every all-gather transfer is a copy, each hop forwards what
+    arrived the hop before, starting from the owner's value, and nothing
+    writes the owner's cell (all-gather shows every rank receives it).
+
+    Values are of an uninterpreted sort and ``combine`` an uninterpreted
+    function, so nothing about the arithmetic is assumed.
+    Premises: N >= 2; 0 <= r < N; 0 <= s < hops(N) (1 <= s in the step).
+    """
+    value = z3.DeclareSort("Value")
+    before, incoming = z3.Consts("before incoming", value)
+    combine = z3.Function("combine", value, value, value)
+    sender = code.prev(r, N)
+    _, first, _ = code.ag(r, 0, N)
+    _, sent, _ = code.ag(r, s, N)
+    to_r_before, received_before, _ = code.ag(sender, s - 1, N)
+    to_r, received, _ = code.ag(sender, s, N)
+    return [
+        Query("every all-gather transfer is a copy: the receiver's cell becomes the incoming value", [], _after_all_gather(code, before, incoming, combine) == incoming),
+        Query("base: the first all-gather hop sends the owner's final value", _ranks(r), first == code.owner(r, N)),
+        Query(
+            "step: every later hop forwards the value received the hop before (a copy of its owner's)",
+            _ranks(r) + _hops(code, s, first=1),
+            z3.And(to_r_before == r, sent == received_before),
+        ),
+        Query(
+            "the owner's final value is never overwritten: no rank receives its own chunk in the all-gather",
+            _ranks(r) + _hops(code, s),
+            z3.And(to_r == r, received != code.owner(r, N)),
+        ),
+    ]
+
+
+def traffic(code: RingCode) -> list:
+    """Per-rank traffic is 2(N - 1)/N of the vector for the all-reduce,
+    (N - 1)/N for each phase alone: the lower bounds of
+    :mod:`collspec.spec.bandwidth`.
+
+    Each rank sends one chunk (1/N of the vector) per hop and receives one
+    (links-busy), for hops(N) hops per phase. spec.bandwidth's
+    ``bus_factor`` is plain Python (it branches on N), so the bound it
+    states is compared with 2(N - 1)/N and (N - 1)/N for N = 2..64.
+    Premises: N >= 2; the generator's one transfer per rank per hop and N chunks.
+    """
+    n, hops = z3.ToReal(N), z3.ToReal(code.hops(N))
+
+    def bound_is_the_spec() -> Outcome:
+        for k in range(2, 65):
+            if bus_factor("allreduce", k) != 2 * (k - 1) / k or bus_factor("reduce_scatter", k) != (k - 1) / k:
+                return Outcome(FAILED, f"spec.bandwidth's lower bound is not 2(N-1)/N at N={k}", {"N": k})
+        return Outcome(PROVED, queries=[("the bounds are spec.bandwidth's (N = 2..64)", PROVED, 0.0)])
+
+    return [
+        Query("all-reduce: each rank sends and receives 2 hops(N)/N = 2(N - 1)/N of the vector", [N >= 2], 2 * hops / n == 2 * (n - 1) / n),
+        Query("reduce-scatter, all-gather: hops(N)/N = (N - 1)/N each", [N >= 2], hops / n == (n - 1) / n),
+        bound_is_the_spec,
+    ]
+
+
+#: name -> function building the proof's queries, in the order the suite runs them
+PROOFS: dict[str, Callable[[RingCode], list]] = {
+    "same-index": same_index,
+    "link-once": link_once,
+    "links-busy": links_busy,
+    "forwarding": forwarding,
+    "contributors": contributors,
+    "all-gather": all_gather,
+    "identical-bits": identical_bits,
+    "traffic": traffic,
+}
+
+VARIANTS = ("ring", "ring-seed")
+
+
+def prove(variant: str, name: str, code: RingCode | None = None) -> Outcome:
+    """Run one ring proof against the code (or a given variant of it)."""
+    return run_queries(PROOFS[name](code or RingCode.of(variant)))

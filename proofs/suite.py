@@ -1,0 +1,198 @@
+"""The proofs ``collspec prove`` runs, with their scope, in order.
+
+========================  ==========  =====================================================
+proof                     scope       what it shows
+========================  ==========  =====================================================
+ring.<property>           all N>=2    :mod:`collspec.proofs.ring`, about models/' own code
+ring-seed.<property>      all N>=2    the same for the worked example's rotation
+builtin.<algorithm>       N<=K        every built-in schedule computes its collective for
+                                      all inputs (:mod:`collspec.proofs.schedules`)
+<dtype>.ring-differs      N=3         inputs where the ring's float result is not the
+                                      rank-order sum (:mod:`collspec.proofs.floating`)
+<dtype>.two-ranks-agree   N=2         ... while for two ranks it always is
+<dtype>.identical-bits    N<=K        every rank ends with the same bits
+lower-bound.ring          N<=K        no ring all-reduce in fewer than 2(N-1) steps, one in
+                                      2(N-1) (:mod:`collspec.proofs.lower_bound`)
+========================  ==========  =====================================================
+
+The default suite keeps K small (well under a minute on 2 cores);
+``full=True`` (``collspec prove --full``) raises K.
+
+>>> [p.name for p in suite()][:2]
+['ring.same-index', 'ring.link-once']
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import z3
+
+from ..models.generators import ALGORITHMS, generate
+from ..models.generators import ring as ring_gen
+from . import floating, lower_bound, ring, schedules
+from .solver import FAILED, PROVED, UNKNOWN, Outcome, run_queries
+
+ALL_N = "all N>=2"
+
+
+@dataclass(frozen=True)
+class Proof:
+    name: str
+    scope: str
+    statement: str
+    run: Callable[[], Outcome]
+
+
+@dataclass
+class ProofResult:
+    """One row of ``collspec prove``."""
+
+    name: str
+    scope: str
+    status: str
+    seconds: float
+    message: str = ""
+    counterexample: dict = field(default_factory=dict)
+    queries: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PROVED
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "result": self.status,
+            "seconds": round(self.seconds, 3),
+            "message": self.message,
+            "counterexample": self.counterexample,
+            "queries": [{"name": q, "result": s, "seconds": t} for q, s, t in self.queries],
+        }
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How far the bounded proofs go."""
+
+    builtin_ranks: int
+    differs_ranks: range
+    identical_ranks: int
+    lower_bound_ranks: range
+
+
+DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7))
+FULL = Bounds(builtin_ranks=16, differs_ranks=range(3, 9), identical_ranks=32, lower_bound_ranks=range(2, 9))
+
+
+def _first_line(text: str | None) -> str:
+    return " ".join((text or "").strip().split("\n\n")[0].split())
+
+
+def _scope(ranks: range) -> str:
+    if len(ranks) == 1:
+        return f"N={ranks.start}"
+    return f"N<={ranks.stop - 1}" if ranks.start <= 2 else f"{ranks.start}<=N<={ranks.stop - 1}"
+
+
+def suite(full: bool = False) -> list[Proof]:
+    """Every proof, in the order they run."""
+    bounds = FULL if full else DEFAULT
+    proofs = [
+        Proof(f"{variant}.{name}", ALL_N, _first_line(build.__doc__), _ring_proof(variant, build))
+        for variant in ring.VARIANTS
+        for name, build in ring.PROOFS.items()
+    ]
+    proofs += [
+        Proof(
+            f"builtin.{algorithm}",
+            f"N<={bounds.builtin_ranks}",
+            f"every {algorithm} schedule ({', '.join(ALGORITHMS[algorithm])}) computes its collective for all inputs",
+            _builtin_proof(algorithm, bounds.builtin_ranks),
+        )
+        for algorithm in ALGORITHMS
+    ]
+    for dtype in floating.FORMATS:
+        proofs += [
+            Proof(
+                f"{dtype}.ring-differs",
+                _scope(bounds.differs_ranks),
+                f"some {dtype} inputs give a ring all-reduce result other than the rank-order sum (numpy confirms)",
+                _each(bounds.differs_ranks, lambda n, d=dtype: floating.ring_differs(d, n)),
+            ),
+            Proof(f"{dtype}.two-ranks-agree", "N=2", _first_line(floating.two_ranks_agree.__doc__), lambda d=dtype: floating.two_ranks_agree(d)),
+            Proof(
+                f"{dtype}.identical-bits",
+                f"N<={bounds.identical_ranks}",
+                f"every rank ends a ring or ring-seed all-reduce with the same {dtype} bits, for every input",
+                _each(
+                    range(2, bounds.identical_ranks + 1),
+                    lambda n, d=dtype: run_queries([lambda v=v: floating.identical_bits(d, generate(v, "allreduce", n)) for v in ring.VARIANTS]),
+                ),
+            ),
+        ]
+    proofs.append(
+        Proof(
+            "lower-bound.ring",
+            _scope(bounds.lower_bound_ranks),
+            "no schedule on a directed ring (N chunks, one per link per step) finishes an all-reduce in fewer than 2(N-1) steps; one finishes in 2(N-1)",
+            lambda: lower_bound.lower_bounds(bounds.lower_bound_ranks),
+        )
+    )
+    return proofs
+
+
+def _ring_proof(variant: str, build) -> Callable[[], Outcome]:
+    return lambda: run_queries(build(ring.RingCode.of(variant)))
+
+
+def _each(ranks: range, prove: Callable[[int], Outcome]) -> Callable[[], Outcome]:
+    return lambda: run_queries([lambda n=n: prove(n) for n in ranks])
+
+
+def _builtin_proof(algorithm: str, max_ranks: int) -> Callable[[], Outcome]:
+    """Every collective of ``algorithm`` for N = 1..max_ranks. ring-seed's
+    reduce-scatter leaves rank r with chunk r + 1: it is proved against that
+    declared ownership, and must fail against the default one."""
+
+    def run() -> Outcome:
+        steps = []
+        for collective in ALGORITHMS[algorithm]:
+            for n in range(1, max_ranks + 1):
+                schedule = generate(algorithm, collective, n)
+                if algorithm == "ring-seed" and collective == "reduce_scatter" and n > 1:
+                    steps.append(lambda s=schedule: _must_fail(schedules.prove_schedule(s)))
+                    schedule = schedules.declared_owner(schedule, ring_gen.OWNERS["ring-seed"])
+                steps.append(lambda s=schedule: schedules.prove_schedule(s))
+        outcome = run_queries(steps)
+        if outcome.ok:
+            outcome.message = f"{len(steps)} schedules"
+        return outcome
+
+    return run
+
+
+def _must_fail(outcome: Outcome) -> Outcome:
+    """A proof that has to find a counterexample (a known, intended failure)."""
+    name = outcome.queries[0][0] if outcome.queries else "expected failure"
+    if outcome.status == FAILED and outcome.counterexample:
+        return Outcome(PROVED, queries=[(f"fails as it must: {name}", PROVED, outcome.queries[0][2] if outcome.queries else 0.0)])
+    return Outcome(FAILED, f"{name}: expected a counterexample (rank r owns chunk r + 1), got {outcome.status}", queries=outcome.queries)
+
+
+def select(proofs: list[Proof], only: str | None) -> list[Proof]:
+    """The proofs whose name contains ``only`` (all when None)."""
+    return [p for p in proofs if only is None or only in p.name]
+
+
+def run_proof(proof: Proof) -> ProofResult:
+    """Run one proof; a Z3 error is reported as a failure to prove."""
+    started = time.perf_counter()
+    try:
+        outcome = proof.run()
+    except z3.Z3Exception as error:
+        outcome = Outcome(UNKNOWN, f"Z3 error: {error}")
+    return ProofResult(proof.name, proof.scope, outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)
