@@ -182,6 +182,7 @@ class Collective:
     call: Callable
     expect: Callable
     same_on_every_rank: bool = False
+    blocked: bool = False  # the buffer is cut into one block per rank
 
 
 #: The collectives by their spec names.
@@ -194,11 +195,11 @@ COLLECTIVES: dict[str, Collective] = {
         ),
         Collective(
             "reduce_scatter", "reduce_scatter", True, False, (False, True), _scatter_layout,
-            lambda b, inp, out, case: b.reduce_scatter(out, inp, case.op), _expect_reduce_scatter,
+            lambda b, inp, out, case: b.reduce_scatter(out, inp, case.op), _expect_reduce_scatter, blocked=True,
         ),
         Collective(
             "allgather", "all_gather", False, False, (False, True), _gather_layout,
-            lambda b, inp, out, case: b.all_gather(out, inp), _expect_all_gather,
+            lambda b, inp, out, case: b.all_gather(out, inp), _expect_all_gather, blocked=True,
         ),
         Collective(
             "broadcast", "broadcast", False, True, (True,), _one_buffer,
@@ -210,7 +211,7 @@ COLLECTIVES: dict[str, Collective] = {
         ),
         Collective(
             "alltoall", "all_to_all", False, False, (False,), _two_buffers,
-            lambda b, inp, out, case: b.all_to_all(out, inp), _expect_all_to_all,
+            lambda b, inp, out, case: b.all_to_all(out, inp), _expect_all_to_all, blocked=True,
         ),
     )
 }
