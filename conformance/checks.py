@@ -31,7 +31,7 @@ from ..spec import Violation, check_reduction, exact_reduce
 from .buffers import all_inputs, initial_images, inside, layout_of
 from .cases import Case
 from .collectives import COLLECTIVES, Exact, Reduced, Untouched
-from .data import GUARD, sentinel, tally_multiplicity
+from .data import guard, sentinel, tally_multiplicity
 
 
 def judge(case: Case, world: int, finals: list[dict[str, np.ndarray]]) -> list[Violation]:
@@ -90,7 +90,7 @@ def _who(ranks: list[int]) -> str:
 
 def _output(case: Case, world: int, rank: int, final: dict[str, np.ndarray]) -> np.ndarray:
     view = layout_of(case, world, rank).output
-    return final[view.storage][inside(view)]
+    return final[view.storage][inside(view, case.dtype)]
 
 
 def _groups(outputs: list[np.ndarray]) -> list[list[int]]:
@@ -110,22 +110,18 @@ def _outside_output(case: Case, world: int, rank: int, final: dict[str, np.ndarr
         after = final[name]
         changed = _bits(after) != _bits(before)
         if name == layout.output.storage:
-            changed[inside(layout.output)] = False
-        length = layout.storages[name]
-        regions = {
-            "guard-before": (0, GUARD),
-            "input": (GUARD, GUARD + length),
-            "guard-after": (GUARD + length, 2 * GUARD + length),
-        }
+            changed[inside(layout.output, case.dtype)] = False
+        length, g = layout.storages[name], guard(case.dtype)
+        regions = {"guard-before": (0, g), "input": (g, g + length), "guard-after": (g + length, 2 * g + length)}
         for region, (a, b) in regions.items():
             hit = np.flatnonzero(changed[a:b])
             if hit.size == 0:
                 continue
             i = a + int(hit[0])
             if region == "input":
-                what = f"changed its {name} buffer at element {i - GUARD} outside its output"
+                what = f"changed its {name} buffer at element {i - g} outside its output"
                 if name == layout.input.storage:
-                    what = f"changed its input at element {i - GUARD}, which the collective must not modify"
+                    what = f"changed its input at element {i - g}, which the collective must not modify"
             elif region == "guard-before":
                 what = f"wrote {hit.size} element(s) before the start of its {name} buffer"
             else:
@@ -134,7 +130,7 @@ def _outside_output(case: Case, world: int, rank: int, final: dict[str, np.ndarr
                 Violation(
                     "postcondition",
                     f"{case.id}: rank {rank} {what} (was {_num(before[i])}, now {_num(after[i])})",
-                    details=_details(case, [rank], region=region, buffer=name, element=i - GUARD,
+                    details=_details(case, [rank], region=region, buffer=name, element=i - g,
                                      expected=before[i], got=after[i], elements=hit.size),
                 )
             )

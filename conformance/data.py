@@ -50,8 +50,15 @@ from ..spec import as_dtype, is_float
 from ..spec.dtypes import precision_bits
 
 BASE = 3
-#: Elements written around every buffer; they must still hold the sentinel afterwards.
-GUARD = 8
+#: Bytes of sentinel around every buffer; they must still hold it afterwards.
+#: A multiple of 64, so that the buffers a backend sees keep the allocator's
+#: alignment (a misaligned view would slow vector loops and is no real buffer).
+GUARD_BYTES = 64
+
+
+def guard(dtype: str) -> int:
+    """How many sentinel elements precede and follow every buffer."""
+    return GUARD_BYTES // as_dtype(dtype).itemsize
 
 
 def exact_limit(dtype: str) -> int:

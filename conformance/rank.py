@@ -90,15 +90,14 @@ def _describe(error: BaseException) -> str:
 
 def _prepare(case, world: int, rank: int, device: str):
     """The case's guarded buffers as tensors, and the input and output views into them."""
-    from .buffers import initial_images, layout_of
-    from .data import GUARD
+    from .buffers import initial_images, inside, layout_of
     from .tensors import to_torch
 
     layout = layout_of(case, world, rank)
     tensors = {name: to_torch(image, device) for name, image in initial_images(case, world, rank).items()}
 
     def view(v):
-        return tensors[v.storage][GUARD + v.start : GUARD + v.stop]
+        return tensors[v.storage][inside(v, case.dtype)]
 
     return layout, tensors, view(layout.input), view(layout.output)
 

@@ -36,7 +36,7 @@ from . import events, launch
 from .buffers import layout_of
 from .cases import Case
 from .checks import judge
-from .data import GUARD
+from .data import guard
 from .procs import kill_tagged
 from .resolve import BackendSpec
 
@@ -278,8 +278,8 @@ def _read_buffers(launch_dir: str, case: Case, world: int, rank: int, index: int
     path = events.buffers_path(launch_dir, index, rank)
     flat = np.fromfile(path, dtype=as_dtype(case.dtype))
     os.unlink(path)
-    images, at = {}, 0
+    images, at, g = {}, 0, guard(case.dtype)
     for name, length in layout_of(case, world, rank).storages.items():
-        images[name] = flat[at : at + length + 2 * GUARD]
-        at += length + 2 * GUARD
+        images[name] = flat[at : at + length + 2 * g]
+        at += length + 2 * g
     return images
