@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..spec import Violation, check_reduction, exact_reduce
+from ..spec import Violation, check_reduction
 from .buffers import all_inputs, initial_images, inside, layout_of
 from .cases import Case
 from .collectives import COLLECTIVES, Exact, Reduced, Untouched
@@ -150,7 +150,7 @@ def _judge_output(case, world, ranks, got, expectation, inputs) -> list[Violatio
         return [
             Violation(
                 "postcondition",
-                f"{case.id}: {_who(ranks)} changed {changed.size} element(s) of {expectation.why}, which must be "
+                f"{case.id}: {_who(ranks)}: {changed.size} element(s) of {expectation.why} changed, which must be "
                 f"left untouched (element {i}: was {_num(before[i])}, now {_num(got[i])})",
                 details=_details(case, ranks, region="non-root", element=i, expected=before[i], got=got[i], elements=changed.size),
             )
@@ -161,7 +161,7 @@ def _judge_output(case, world, ranks, got, expectation, inputs) -> list[Violatio
         return [
             Violation(
                 "postcondition",
-                f"{case.id}: {_who(ranks)} never wrote {unwritten.size} of {got.size} output element(s) "
+                f"{case.id}: {_who(ranks)}: {unwritten.size} of {got.size} output element(s) never written "
                 f"(element {i} still holds the sentinel)",
                 details=_details(case, ranks, region="output", element=i, elements=unwritten.size),
             )
@@ -191,8 +191,8 @@ def _judge_exact(case: Case, ranks: list[int], got: np.ndarray, expectation: Exa
         found.append(
             Violation(
                 "postcondition",
-                f"{case.id}: {_who(ranks)} hold block {source}'s data in block {k} of the output "
-                f"(elements {a}..{b - 1}): a misplaced slice",
+                f"{case.id}: {_who(ranks)}: block {k} of the output (elements {a}..{b - 1}) holds "
+                f"block {source}'s data: a misplaced slice",
                 details=_details(case, ranks, region="output", block=k, holds_block=source, element=a),
             )
         )
@@ -201,7 +201,7 @@ def _judge_exact(case: Case, ranks: list[int], got: np.ndarray, expectation: Exa
         found.append(
             Violation(
                 "wrong-value",
-                f"{case.id}: {_who(ranks)} element {i}: expected {_num(want[i])}, got {_num(got[i])} "
+                f"{case.id}: {_who(ranks)}: element {i}: expected {_num(want[i])}, got {_num(got[i])} "
                 f"({int(wrong.sum())} element(s) wrong)",
                 details=_details(case, ranks, element=i, expected=want[i], got=got[i], bound=0.0, elements=int(wrong.sum())),
             )
@@ -222,20 +222,20 @@ def _judge_reduced(case, world, ranks, got, expectation: Reduced, inputs) -> lis
             return [
                 Violation(
                     "postcondition",
-                    f"{case.id}: {_who(ranks)} hold rank {j}'s block (rows {c}..{d - 1}) instead of their own "
-                    f"(rows {a}..{b - 1}): a misplaced slice",
+                    f"{case.id}: {_who(ranks)}: the output holds rank {j}'s block (rows {c}..{d - 1}) "
+                    f"instead of its own (rows {a}..{b - 1}): a misplaced slice",
                     details=_details(case, ranks, region="output", holds_block=j, element=0),
                 )
             ]
     if case.pattern == "tally" and case.op == "sum":
-        decoded = _decode(case, world, ranks, got, rows, a)
+        decoded = _decode(case, world, ranks, got, expectation.canonical, a)
         if decoded:
             return decoded
     i = accuracy.index[0] if accuracy.index else 0
     return [
         Violation(
             "wrong-value",
-            f"{case.id}: {_who(ranks)} element {i}: expected {_num(accuracy.expected)}, got {_num(accuracy.got)}, "
+            f"{case.id}: {_who(ranks)}: element {i}: expected {_num(accuracy.expected)}, got {_num(accuracy.got)}, "
             f"error {_num(accuracy.error)} exceeds the bound {_num(accuracy.bound)}",
             details=_details(case, ranks, element=i, expected=accuracy.expected, got=accuracy.got,
                              error=accuracy.error, bound=accuracy.bound),
@@ -243,10 +243,12 @@ def _judge_reduced(case, world, ranks, got, expectation: Reduced, inputs) -> lis
     ]
 
 
-def _decode(case, world, ranks, got, rows, first) -> list[Violation]:
-    """Missing and duplicated contributors of a wrong tally sum, or [] if it does not decode."""
-    exact = np.asarray(exact_reduce(rows, "sum"), dtype=np.float64)
-    wrong = np.flatnonzero(np.asarray(got, dtype=np.float64) != exact)
+def _decode(case, world, ranks, got, exact, first) -> list[Violation]:
+    """Missing and duplicated contributors of a wrong tally sum, or [] if it does not decode.
+
+    Tally sums are exact, so ``exact`` is the spec's own result.
+    """
+    wrong = np.flatnonzero(_bits(got) != _bits(exact))
     times = tally_multiplicity(got, first, case.dtype, world, case.data_seed, case.count)[wrong]
     if wrong.size == 0 or (times == -2).any():
         return []
@@ -264,7 +266,7 @@ def _decode(case, world, ranks, got, rows, first) -> list[Violation]:
         found.append(
             Violation(
                 kind,
-                f"{case.id}: the result of {_who(ranks)} {what} rank(s) {', '.join(map(str, culprits))} at "
+                f"{case.id}: {_who(ranks)}: the result {what} rank(s) {', '.join(map(str, culprits))} at "
                 f"{elements.size} of {got.size} element(s) (first: element {i}, "
                 f"rank(s) {', '.join(str(r) for r in np.flatnonzero(mask[e]))}; expected {_num(exact[i])}, got {_num(got[i])})",
                 details=_details(case, ranks, element=i, expected=exact[i], got=got[i], bound=0.0,

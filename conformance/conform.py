@@ -37,7 +37,8 @@ class Conformance:
     @property
     def violations(self) -> list[Violation]:
         found = [v for o in self.outcomes for v in o.violations]
-        if not self.counts()["pass"] and not self.counts()["finding"]:
+        if not any(v.is_error for v in found) and not self.counts()["pass"] and not self.counts()["finding"]:
+            # everything unsupported: that must not read as a pass
             found.append(Violation("unsupported", f"{self.backend.text}: no case passed ({self._summary()})",
                                    details={"ranks": []}))
         return found

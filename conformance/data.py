@@ -7,12 +7,14 @@ coordinator rebuilds every rank's input instead of shipping it. Each
 ========  ==================  ==================================================
 pattern   used for            rank r's element i
 ========  ==================  ==================================================
-tally     sum, avg            ``s_i * 3**j`` where j = (r - i) mod N if j < K,
+tally     sum                 ``s_i * 3**j`` where j = (r - i) mod N if j < K,
                               else 0: every rank a distinct base-3 digit, so a
                               wrong sum decodes into which ranks are missing or
                               counted twice (:func:`decode_tally`)
 powers    prod                random ``±2**e`` (floats) or ±1, ±2 (integers)
-spread    min, max            random integers in the type's exact range
+spread    min, max, avg       random integers in the type's exact range (for
+                              avg: sums that N does not divide, so integer
+                              avg's rounding and wrapping are exercised)
 origin    data movement       ``1 + r + N * ((g + offset) mod M)``, g the element's
                               place in the gathered whole: no two ranks' (and
                               few elements') values coincide
@@ -183,4 +185,4 @@ def rounding_row(dtype: str, ranks: int, rank: int, count: int, seed: int) -> np
 ROWS = {"tally": tally_row, "powers": powers_row, "spread": spread_row, "rounding": rounding_row}
 
 #: The pattern each op is checked with (``rounding`` is an extra case for floats).
-PATTERN_FOR_OP = {"sum": "tally", "avg": "tally", "prod": "powers", "min": "spread", "max": "spread"}
+PATTERN_FOR_OP = {"sum": "tally", "avg": "spread", "prod": "powers", "min": "spread", "max": "spread"}
