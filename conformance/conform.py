@@ -39,7 +39,7 @@ class Conformance:
         found = [v for o in self.outcomes for v in o.violations]
         if not any(v.is_error for v in found) and not self.counts()["pass"] and not self.counts()["finding"]:
             # everything unsupported: that must not read as a pass
-            found.append(Violation("unsupported", f"{self.backend.text}: no case passed ({self._summary()})",
+            found.append(Violation("unsupported", f"{self.backend.text}: no case passed ({self.summary()})",
                                    details={"ranks": []}))
         return found
 
@@ -50,7 +50,7 @@ class Conformance:
     def counts(self) -> Counter:
         return Counter(o.status for o in self.outcomes if o.case is not None)
 
-    def _summary(self) -> str:
+    def summary(self) -> str:
         counts = self.counts()
         return ", ".join(f"{counts[s]} {s}" for s in ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run") if counts[s])
 

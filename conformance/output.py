@@ -86,7 +86,7 @@ def print_summary(conformance, stream=None, limit: int = 20) -> None:
     for (kind, collective, _), (count, note) in _grouped([v for v in report.violations if not v.is_error]).items():
         print(f"  {count} x {kind} {collective}: {note}", file=stream)
     verdict = "ok" if report.ok else "FAILED"
-    print(f"conform {conformance.backend.text}: {verdict} ({len(errors)} errors; {conformance._summary()})", file=stream)
+    print(f"conform {conformance.backend.text}: {verdict} ({len(errors)} errors; {conformance.summary()})", file=stream)
 
 
 def _grouped(warnings) -> dict[tuple, list]:

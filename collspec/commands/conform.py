@@ -35,25 +35,32 @@ def _split(text):
     return [item.strip() for item in text.split(",") if item.strip()] if text else None
 
 
-def run(args) -> int:
+def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outcome: None):
+    """Run conformance with the options of this command (also used by the pytest plugin)."""
     from ..conformance.cases import parse_counts
     from ..conformance.conform import conform
+
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    return conform(
+        args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
+        shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
+        parse_counts(args.sizes), args.strict, on_start=on_start, on_outcome=on_outcome,
+    )
+
+
+def run(args) -> int:
     from ..conformance.junit import write
     from ..conformance.output import Progress, print_summary
 
     stream = sys.stderr if args.json == "-" else sys.stdout
-    mode = "quick" if args.quick else "full" if args.full else "default"
     progress = Progress(stream)
 
     def started(total: int) -> None:
+        mode = "quick" if args.quick else "full" if args.full else "default"
         print(f"collspec conform {args.backend}: {total} cases on {args.world_size} ranks ({mode})", file=stream, flush=True)
         progress.start(total)
 
-    result = conform(
-        args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
-        shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
-        parse_counts(args.sizes), args.strict, on_start=started, on_outcome=progress,
-    )
+    result = conform_from_args(args, started, progress)
     progress.close()
     print_summary(result, stream)
     if args.junit:
