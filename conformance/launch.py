@@ -99,10 +99,11 @@ def start(launcher: str, plan_path: str, launch_dir: str, world: int, first_case
         command = [_mpiexec(), "-n", str(world), "--oversubscribe", "--allow-run-as-root", *extra]
         for name in (TAG, "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"):
             command += ["-x", name]
-    else:
+        command += _guard(plan_path, launch_dir, first_case)
+    else:  # torchrun runs "-m module args" in each worker
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", f"--nproc-per-node={world}",
                    "--max-restarts", "0", "--master-addr", "127.0.0.1", "--master-port", env["MASTER_PORT"], *extra]
-    command += _guard(plan_path, launch_dir, first_case)
+        command += _guard(plan_path, launch_dir, first_case)[1:]
     if isolated:
         command = netns.wrap(command)
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)

@@ -6,8 +6,8 @@ is reported ``unsupported``, never passed:
 
 - ``avg``: MPI has no averaging operation (a sum and a division would be this
   shim's arithmetic, not MPI's);
-- bfloat16: numpy, and so mpi4py, has no bfloat16 type to map to an MPI
-  datatype;
+- bfloat16 where the MPI library has no bfloat16 datatype (``MPI.BFLOAT16_T``
+  is null, as in Open MPI 5.0); where it has one, the buffer is passed with it;
 - in-place reduce-scatter: ``MPI_IN_PLACE`` leaves the result at the start of
   the buffer, not at the rank's block as the NCCL convention requires.
 
@@ -40,13 +40,17 @@ class Mpi:
             raise NotImplementedError(f"MPI has no {op} operation")
         return self.ops[op]
 
-    @staticmethod
-    def _array(tensor):
+    def _buffer(self, tensor, counts=None):
+        """The tensor as an mpi4py buffer (shared memory), with ``counts`` for the v forms."""
         import torch
 
-        if tensor.dtype == torch.bfloat16:
-            raise NotImplementedError("MPI has no bfloat16 datatype (mpi4py maps numpy types, and numpy has none)")
-        return tensor.numpy()
+        if tensor.dtype != torch.bfloat16:
+            array = tensor.numpy()
+            return array if counts is None else [array, counts]
+        if self.MPI.BFLOAT16_T == self.MPI.DATATYPE_NULL:
+            raise NotImplementedError(f"{self.MPI.Get_library_version().split(',')[0]} has no bfloat16 datatype (MPI_BFLOAT16_T is null)")
+        array = tensor.view(torch.int16).numpy()
+        return [array, self.MPI.BFLOAT16_T] if counts is None else [array, counts, self.MPI.BFLOAT16_T]
 
     def _call(self, function, *args, **kwargs) -> None:
         try:
@@ -57,31 +61,30 @@ class Mpi:
             raise
 
     def all_reduce(self, tensor, op: str = "sum") -> None:
-        self._call(self.comm.Allreduce, self.MPI.IN_PLACE, self._array(tensor), op=self._op(op))
+        self._call(self.comm.Allreduce, self.MPI.IN_PLACE, self._buffer(tensor), op=self._op(op))
 
     def reduce_scatter(self, output, input, op: str = "sum") -> None:
         if output.untyped_storage().data_ptr() == input.untyped_storage().data_ptr():
             raise NotImplementedError("MPI_IN_PLACE reduce-scatter leaves the result at offset 0, not at the rank's block")
         counts = self.comm.allgather(output.numel())
-        self._call(self.comm.Reduce_scatter, self._array(input), self._array(output), recvcounts=counts, op=self._op(op))
+        self._call(self.comm.Reduce_scatter, self._buffer(input), self._buffer(output), recvcounts=counts, op=self._op(op))
 
     def all_gather(self, output, input) -> None:
-        counts = self.comm.allgather(input.numel())
-        received = [self._array(output), counts]
+        received = self._buffer(output, self.comm.allgather(input.numel()))
         if output.untyped_storage().data_ptr() == input.untyped_storage().data_ptr():
             self._call(self.comm.Allgatherv, self.MPI.IN_PLACE, received)
         else:
-            self._call(self.comm.Allgatherv, self._array(input), received)
+            self._call(self.comm.Allgatherv, self._buffer(input), received)
 
     def broadcast(self, tensor, root: int) -> None:
-        self._call(self.comm.Bcast, self._array(tensor), root=root)
+        self._call(self.comm.Bcast, self._buffer(tensor), root=root)
 
     def reduce(self, tensor, root: int, op: str = "sum") -> None:
-        mine = self._array(tensor)
+        mine = self._buffer(tensor)
         if self.rank == root:
             self._call(self.comm.Reduce, self.MPI.IN_PLACE, mine, op=self._op(op), root=root)
         else:
             self._call(self.comm.Reduce, mine, None, op=self._op(op), root=root)
 
     def all_to_all(self, output, input) -> None:
-        self._call(self.comm.Alltoall, self._array(input), self._array(output))
+        self._call(self.comm.Alltoall, self._buffer(input), self._buffer(output))

@@ -28,12 +28,16 @@ NUMPY_DTYPES = {torch_dtype: as_dtype(name) for name, torch_dtype in TORCH_DTYPE
 def to_torch(array: np.ndarray, device: str = "cpu") -> torch.Tensor:
     """A 1-d tensor with the array's bits and dtype (a copy)."""
     flat = np.ascontiguousarray(array).reshape(-1)
-    tensor = torch.from_numpy(flat.view(np.uint8).copy()).view(TORCH_DTYPES[dtype_name(flat.dtype)])
-    return tensor.to(device)
+    dtype = TORCH_DTYPES[dtype_name(flat.dtype)]
+    if flat.size == 0:  # an empty byte view has stride 0, which torch will not reinterpret
+        return torch.empty(0, dtype=dtype, device=device)
+    return torch.from_numpy(flat.view(np.uint8).copy()).view(dtype).to(device)
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """The tensor's bits as a numpy array of the matching dtype (a copy, on the CPU)."""
     flat = tensor.detach().reshape(-1).contiguous().cpu()
+    if flat.numel() == 0:
+        return np.empty(0, dtype=NUMPY_DTYPES[tensor.dtype])
     return flat.view(torch.uint8).numpy().copy().view(NUMPY_DTYPES[tensor.dtype])
 
