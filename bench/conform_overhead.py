@@ -9,7 +9,7 @@ mean; busbw = bytes / time * spec.bus_factor("allreduce", 4). The two are
 run alternately ROUNDS times and compared by their medians, because four
 ranks on a small machine are noisy.
 
-    .venv/bin/python bench/conform_overhead.py [--rounds 7]
+    .venv/bin/python bench/conform_overhead.py [--rounds 11]
 
 Writes bench/results/conform_overhead.json; exits 1 if the ratio is below 0.95.
 """
@@ -78,7 +78,7 @@ def harness() -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
     bare_runs, harness_runs = [], []
     for round_ in range(args.rounds):

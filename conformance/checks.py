@@ -118,10 +118,8 @@ def _outside_output(case: Case, world: int, rank: int, final: dict[str, np.ndarr
             if hit.size == 0:
                 continue
             i = a + int(hit[0])
-            if region == "input":
-                what = f"changed its {name} buffer at element {i - g} outside its output"
-                if name == layout.input.storage:
-                    what = f"changed its input at element {i - g}, which the collective must not modify"
+            if region == "input":  # every layout's other storages are wholly output
+                what = f"changed its input at element {i - g}, which the collective must not modify"
             elif region == "guard-before":
                 what = f"wrote {hit.size} element(s) before the start of its {name} buffer"
             else:

@@ -38,9 +38,8 @@ class Finding:
 KNOWN: tuple[Finding, ...] = (
     Finding(
         "gloo", "reduce", "postcondition", "non-root",
-        "gloo's reduce leaves partial results in the non-root ranks' buffers (it reduces in place along the "
-        "way); torch.distributed documents the result only on the destination rank, while the spec requires "
-        "every other rank's buffer untouched",
+        "gloo's reduce leaves partial results in the non-root ranks' buffers; torch.distributed documents "
+        "the result only on the destination rank, while the spec requires every other rank's buffer untouched",
     ),
 )
 

@@ -1,7 +1,8 @@
 """One rank of a run: set up, then execute the plan's cases in order.
 
-``python -m collspec.conformance.rank PLAN LAUNCH_DIR START`` (started by
-:mod:`.guard`). Set-up: load the backend class, initialise torch.distributed
+:func:`main` runs in every rank process (forked by :mod:`.zygote` for the
+local launcher; ``python -m collspec.conformance.rank PLAN LAUNCH_DIR START``
+started by :mod:`.guard` for the others). Set-up: load the backend class, initialise torch.distributed
 (gloo on the CPU, nccl for ``cuda``) and instantiate the class, as the
 plug-in protocol promises. Rendezvous is torch's ``env://`` (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), exactly as under torchrun;

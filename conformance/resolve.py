@@ -91,9 +91,11 @@ def load(target: str) -> type:
     where, _, name = target.rpartition(":")
     try:
         if where.endswith(".py"):
-            sys.path.insert(0, os.path.dirname(where))
-            module_spec = importlib.util.spec_from_file_location(f"collspec_user_backend_{abs(hash(where))}", where)
+            sys.path.insert(0, os.path.dirname(where))  # so that it can import its neighbours
+            name_in_sys = "collspec_backend_" + os.path.splitext(os.path.basename(where))[0]
+            module_spec = importlib.util.spec_from_file_location(name_in_sys, where)
             module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name_in_sys] = module  # dataclasses and pickle look classes up there
             module_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(where)
