@@ -232,8 +232,10 @@ def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, ph
     case = settings.cases[index] if phase is None else None
     first = next(iter(dead))
     where = "during set-up" if case is None else f"during {case.id}"
-    unfinished = sorted(set(range(settings.world)) - set(finished))
+    unfinished = sorted(r for r in range(settings.world) if finished.get(r, {}).get("status") not in ("ok", "unsupported"))
     text = f"rank {first} died ({dead[first]}) {where}" if first >= 0 else f"{dead[first]} {where}"
+    if finished.get(first, {}).get("status") == "error":
+        text = f"rank {first} raised {finished[first]['reason']} {where}, and exited"
     if len(dead) > 1:
         text += f"; then rank(s) {_list(r for r in dead if r != first)} ended too"
     return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})",

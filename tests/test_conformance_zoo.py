@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from collspec.conformance import runner
 from collspec.conformance.conform import conform
 from conformance_support import ZOO, by_kind, leftover_processes
 
@@ -105,3 +106,26 @@ def test_an_ignored_op_is_a_wrong_value_for_every_op_but_sum():
     result = run("ignores_op.py:IgnoresOp", ops=("sum", "max", "prod", "min"))
     assert {o.case.op: o.status for o in result.outcomes} == {"sum": "pass", "max": "fail", "prod": "fail", "min": "fail"}
     assert {v.kind for v in result.violations} == {"wrong-value"}
+
+
+def test_after_too_many_restarts_the_remaining_cases_are_not_run(monkeypatch):
+    monkeypatch.setattr(runner, "MAX_RESTARTS", 1)
+    result = run("crashes_rank.py:CrashesRank", sizes=(1009, 2000, 5, 3000))
+    assert [o.status for o in result.outcomes] == ["crash", "crash", "not-run", "not-run"]
+    assert result.result.restarts == 1 and result.report().stats["not_run"] == 2
+
+
+def test_a_backend_that_raises_is_a_crash_with_the_exception(tmp_path):
+    raising = tmp_path / "raising.py"
+    raising.write_text(
+        "import torch.distributed as dist\n\n"
+        "class Raising:\n"
+        "    def __init__(self, rank, world_size):\n        self.rank = rank\n\n"
+        "    def all_reduce(self, tensor, op='sum'):\n"
+        "        if self.rank == 1:\n            raise RuntimeError('ring buffer exhausted')\n"
+        "        dist.all_reduce(tensor)\n"
+    )
+    result = conform(f"{raising}:Raising", 4, "default", collectives=["allreduce"], dtypes=["int32"], ops=["sum"], sizes=[5])
+    (violation,) = result.violations
+    assert violation.kind == "crash" and violation.details["ranks"] == [1]
+    assert "rank 1 raised RuntimeError: ring buffer exhausted" in violation.message
