@@ -99,22 +99,21 @@ def _patterns(op: str | None, dtype: str) -> list[str]:
     return [PATTERN_FOR_OP[op], *extra]
 
 
-def _expand(collective: str, dtype: str, op: str | None, count: int, world: int, inplace=None, root=None) -> list[Case]:
-    """Every in-place mode and root of one (collective, dtype, op, count), every pattern."""
+def _expand(collective: str, dtype: str, op: str | None, count: int, world: int, root=None) -> list[Case]:
+    """Every in-place mode and root (or only ``root``) of one (collective, dtype, op, count), every pattern."""
     spec = COLLECTIVES[collective]
-    modes = spec.inplace_modes if inplace is None else [inplace]
     roots = (list(range(world)) if root is None else [root]) if spec.rooted else [None]
     count = _fit(collective, count, world)
     return [
         Case(collective, dtype, op, count, mode, r, pattern)
-        for mode in modes
+        for mode in spec.inplace_modes
         for r in roots
         for pattern in _patterns(op, dtype)
     ]
 
 
 def _ops(collective: str, ops) -> list[str | None]:
-    return [op for op in ops] if COLLECTIVES[collective].reducing else [None]
+    return list(ops) if COLLECTIVES[collective].reducing else [None]
 
 
 def grid(world: int, full: bool = False, collectives=None, dtypes=None, ops=None, sizes=None) -> list[Case]:
@@ -137,13 +136,15 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
     - every size, and every root, for int32 and float32 (sum where it reduces);
     - float sums and averages of rounding inputs at 4099 elements, where
       different summation orders round apart.
+
+    ``sizes``, if given, replaces every size above.
     """
     dtypes, ops = list(dtypes or DTYPES), list(ops or OPS)
     size_list = sizes if sizes is not None else standard_sizes(world)
     out: list[Case] = []
     for collective in collectives or COLLECTIVES:
         spec = COLLECTIVES[collective]
-        base = 64 * world if spec.blocked else world + 1
+        bases = sizes if sizes is not None else [64 * world if spec.blocked else world + 1]
         last = world - 1 if spec.rooted else None
 
         def add(dtype, op, count, root=last, rounding=False):
@@ -153,16 +154,18 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
 
         for dtype in dtypes:
             for op in _ops(collective, ops):
-                add(dtype, op, base)
+                for base in bases:
+                    add(dtype, op, base)
         sweep_op = ("sum" if "sum" in ops else ops[0]) if spec.reducing else None
         for dtype in [d for d in ("int32", "float32") if d in dtypes]:
             for count in size_list:
                 add(dtype, sweep_op, count)
             if spec.rooted:
-                add(dtype, sweep_op, base, root=None)
+                add(dtype, sweep_op, bases[0], root=None)
         for dtype in [d for d in dtypes if is_float(d)]:
             for op in [o for o in ("sum", "avg") if o in ops and spec.reducing]:
-                add(dtype, op, 4099, rounding=True)
+                for count in sizes if sizes is not None else [4099]:
+                    add(dtype, op, count, rounding=True)
     return _unique(out)
 
 

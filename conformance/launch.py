@@ -27,7 +27,8 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import IO
 
 from ..spec.errors import CollspecError
 from . import netns
@@ -45,7 +46,7 @@ class Launch:
     process: subprocess.Popen
     run_id: str
     loopback_only: bool
-    logs: list = field(default_factory=list)
+    log: IO[bytes]
 
     def gone(self) -> dict[int, str]:
         """{-1: how} once the launcher process has ended, else {}."""
@@ -68,8 +69,7 @@ class Launch:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for log in self.logs:
-            log.close()
+        self.log.close()
 
 
 def _guard(plan_path: str, launch_dir: str, start: int) -> list[str]:
@@ -107,7 +107,7 @@ def start(launcher: str, plan_path: str, launch_dir: str, world: int, first_case
     if isolated:
         command = netns.wrap(command)
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    return Launch(process, run_id, loopback_only=isolated, logs=[log])
+    return Launch(process, run_id, loopback_only=isolated, log=log)
 
 
 def _local(plan_path, launch_dir, world, first_case, run_id, env, log) -> Launch:
@@ -128,7 +128,7 @@ def _local(plan_path, launch_dir, world, first_case, run_id, env, log) -> Launch
         )
     finally:
         listener.close()
-    return Launch(process, run_id, loopback_only=True, logs=[log])
+    return Launch(process, run_id, loopback_only=True, log=log)
 
 
 def _free_port() -> int:

@@ -108,10 +108,17 @@ def load(target: str) -> type:
 
 
 def _require_defined(text: str, module: str, name: str, builtin: bool) -> None:
+    # The ranks run with the working directory on sys.path (python -m), so look there too.
+    added = os.getcwd() not in sys.path
+    if added:
+        sys.path.insert(0, os.getcwd())
     try:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         found = None
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
     if found is None or not found.origin or not found.origin.endswith(".py"):
         if builtin:
             raise CollspecError(f"backend '{text}' is not available: {module} does not exist yet")

@@ -67,3 +67,9 @@ def test_sizes_parse(text, value):
 def test_bad_sizes_are_refused(text):
     with pytest.raises(CollspecError, match="--sizes"):
         cases.parse_size(text, "--sizes")
+
+
+def test_quick_with_sizes_uses_only_those_sizes():
+    quick = cases.quick(4, sizes=[7, 12])
+    assert {c.count for c in quick} == {7, 12, 4}  # all-to-all rounds 7 down to 4
+    assert {c.dtype for c in quick if c.count == 7 and c.collective == "allreduce"} == set(spec.DTYPES)

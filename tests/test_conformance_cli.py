@@ -56,6 +56,14 @@ def test_algorithm_names_resolve_through_impl_once_it_defines_them(tmp_path, mon
     assert resolve.BUILTIN["direct"] == "collspec.impl.backends:Direct"
 
 
+def test_a_module_in_the_working_directory_is_found(tmp_path, monkeypatch):
+    (tmp_path / "my_kernels.py").write_text("class Mine:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert resolve.parse("my_kernels:Mine").target == "my_kernels:Mine"
+    with pytest.raises(CollspecError, match="my_kernels has no class Yours"):
+        resolve.parse("my_kernels:Yours")
+
+
 @pytest.mark.slow
 def test_an_import_error_in_the_ranks_is_bad_input(tmp_path, capsys):
     failing = tmp_path / "failing.py"
