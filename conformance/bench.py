@@ -71,9 +71,9 @@ def timing_cases(collective: str, dtype: str, op: str, world: int, sizes: list[i
 
 
 def measure(backend: str, world: int, collective: str, dtype: str, op: str, sizes: list[int], iters: int,
-            warmup: int, timeout: float, launcher: str | None = None) -> tuple[list[Row], runner.Result]:
+            warmup: int, timeout: float, launcher: str | None = None, device: str | None = None) -> tuple[list[Row], runner.Result]:
     """Time the collective at every size; returns the rows that ran and the run's result."""
-    spec = resolve.parse(backend)
+    spec = resolve.parse(backend, device)
     if collective not in COLLECTIVES:
         raise CollspecError(f"--collective {collective}: use one of {', '.join(COLLECTIVES)}")
     if world < 2 or iters < 1 or warmup < 0:

@@ -104,6 +104,7 @@ def conform(
     ops=None,
     sizes=None,
     strict: bool = False,
+    device: str | None = None,
     on_start: Callable[[int], None] = lambda cases: None,
     on_outcome: Callable[[runner.Outcome], None] = lambda outcome: None,
 ) -> Conformance:
@@ -113,7 +114,7 @@ def conform(
     anything starts; ``on_start`` then gets the number of cases and
     ``on_outcome`` each case's outcome as it is judged.
     """
-    spec = resolve.parse(backend)
+    spec = resolve.parse(backend, device)
     _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops)
     chosen = select(world_size, mode, repeat, seed, collectives, dtypes, ops, sizes)
     on_start(len(chosen))
@@ -157,6 +158,6 @@ def _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops
         import torch
 
         if not torch.cuda.is_available():
-            raise CollspecError(f"--backend {spec.text} needs a CUDA GPU and none is visible")
+            raise CollspecError(f"--backend {spec.text} on cuda needs a CUDA GPU and none is visible")
         if world_size > torch.cuda.device_count():
             raise CollspecError(f"--world-size {world_size}: only {torch.cuda.device_count()} GPU(s) visible")

@@ -44,7 +44,8 @@ BUILTIN: dict[str, str] = {
 
 #: Built-ins that need a launcher or device of their own.
 LAUNCHER = {"mpi": "mpiexec"}
-DEVICE = {"nccl": "cuda"}
+DEVICE = {"nccl": "cuda", "gloo": "cpu", "reference": "cpu"}
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,23 @@ class BackendSpec:
         return self.text if self.text in BUILTIN else self.target.rpartition(":")[2]
 
 
-def parse(text: str) -> BackendSpec:
-    """Check ``--backend`` statically and say which class it means."""
+def parse(text: str, device: str | None = None) -> BackendSpec:
+    """Check ``--backend`` statically and say which class it means.
+
+    ``device`` ("cpu": gloo process group, "cuda": nccl, one GPU per rank)
+    defaults to the built-in's own (cuda for nccl) or cpu.
+    """
+    spec = _parse(text)
+    if device is None or device == spec.device:
+        return spec
+    if device not in DEVICES:
+        raise CollspecError(f"--device {device}: use one of {', '.join(DEVICES)}")
+    if spec.text in DEVICE or spec.text in LAUNCHER:
+        raise CollspecError(f"--backend {spec.text} runs on {spec.device} only; drop --device {device}")
+    return BackendSpec(spec.text, spec.target, device, spec.launcher)
+
+
+def _parse(text: str) -> BackendSpec:
     text = (text or "").strip()
     if text in BUILTIN:
         target = BUILTIN[text]

@@ -47,9 +47,10 @@ class TorchDistributed:
                 raise NotImplementedError(f"torch.distributed ({self.dist.get_backend()}) refused: {text}") from error
             raise
 
-    def _block_sizes(self, mine: int) -> list[int]:
-        sizes = [self.torch.zeros(1, dtype=self.torch.int64) for _ in range(self.world_size)]
-        self.dist.all_gather(sizes, self.torch.tensor([mine], dtype=self.torch.int64))
+    def _block_sizes(self, mine: int, device) -> list[int]:
+        """Every rank's block size (each rank knows only its own); on ``device``, as nccl requires."""
+        sizes = [self.torch.zeros(1, dtype=self.torch.int64, device=device) for _ in range(self.world_size)]
+        self.dist.all_gather(sizes, self.torch.tensor([mine], dtype=self.torch.int64, device=device))
         return [int(s) for s in sizes]
 
     def all_reduce(self, tensor, op: str = "sum") -> None:
@@ -59,14 +60,14 @@ class TorchDistributed:
         if input.numel() == output.numel() * self.world_size:
             self._call(self._reduce_scatter, output, input, op=self.ops[op])
         else:
-            blocks = list(input.split(self._block_sizes(output.numel())))
+            blocks = list(input.split(self._block_sizes(output.numel(), input.device)))
             self._call(self.dist.reduce_scatter, output, blocks, op=self.ops[op])
 
     def all_gather(self, output, input) -> None:
         if output.numel() == input.numel() * self.world_size:
             self._call(self._all_gather, output, input)
         else:
-            self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel()))), input)
+            self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel(), input.device))), input)
 
     def broadcast(self, tensor, root: int) -> None:
         self._call(self.dist.broadcast, tensor, src=root)

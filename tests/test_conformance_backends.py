@@ -88,3 +88,15 @@ def test_nccl_quick_on_the_visible_gpus():
     result = conform("nccl", world_size=world, mode="quick")
     print(matrix.text(result.capability))
     assert [v for v in result.report().violations if v.is_error] == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available() or __import__("torch").cuda.device_count() < 2,
+                    reason="needs two CUDA GPUs")
+def test_a_user_backend_on_cuda_is_caught_like_on_the_cpu():
+    from conformance_support import ZOO
+
+    result = conform(f"{ZOO}/drops_rank.py:DropsRank", world_size=2, mode="default", device="cuda",
+                     collectives=["allreduce"], dtypes=["float32"], ops=["sum"], sizes=[5])
+    (violation,) = result.violations
+    assert violation.kind == "missing-contribution" and violation.details["contributors"] == [1]

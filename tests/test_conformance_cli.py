@@ -30,12 +30,19 @@ from conformance_support import ZOO, leftover_processes
         (["--backend", "gloo", "--timeout", "0"], "--timeout"),
         (["--backend", "gloo", "--repeat", "0"], "--repeat 0"),
         (["--backend", "gloo", "--sizes", "4X"], "'4X' is not a size"),
+        (["--backend", "gloo", "--device", "cuda"], "runs on cpu only"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(["conform", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message where there is no GPU")
+def test_cuda_without_a_gpu_is_bad_input(capsys):
+    assert main(["conform", "--backend", f"{ZOO}/drops_rank.py:DropsRank", "--device", "cuda"]) == 2
+    assert "on cuda needs a CUDA GPU and none is visible" in capsys.readouterr().err
 
 
 def test_a_backend_file_with_a_syntax_error_is_bad_input(tmp_path, capsys):

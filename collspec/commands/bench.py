@@ -21,6 +21,7 @@ def configure(parser):
     parser.add_argument("--warmup", type=int, default=5, metavar="K", help="untimed calls first")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per size before it is a hang")
     parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun"])
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="as for collspec conform")
 
 
 def run(args) -> int:
@@ -38,7 +39,7 @@ def run(args) -> int:
     print(f"collspec bench {args.backend}: {collective} {args.dtype} {args.op}, {args.world_size} ranks, "
           f"{len(sizes)} sizes, {args.warmup} warm-up + {args.iters} timed calls each", file=stream, flush=True)
     rows, result = bench.measure(args.backend, args.world_size, collective, args.dtype, args.op, sizes,
-                                 args.iters, args.warmup, args.timeout, args.launcher)
+                                 args.iters, args.warmup, args.timeout, args.launcher, args.device)
     print(bench.table(rows, collective, args.dtype, args.op), file=stream)
     violations = [v for o in result.outcomes for v in o.violations]
     for violation in violations:

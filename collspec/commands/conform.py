@@ -29,6 +29,8 @@ def configure(parser):
                         help="how ranks start (default: local; mpiexec for --backend mpi)")
     parser.add_argument("--launcher-args", default="", metavar="ARGS", help="extra options for mpiexec or torchrun")
     parser.add_argument("--strict", action="store_true", help="treat known findings of built-in backends as failures")
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        help="cpu: gloo process group, CPU tensors; cuda: nccl, one GPU per rank (default: cpu, cuda for nccl)")
 
 
 def _split(text):
@@ -44,7 +46,7 @@ def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outco
     return conform(
         args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
         shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
-        parse_counts(args.sizes), args.strict, on_start=on_start, on_outcome=on_outcome,
+        parse_counts(args.sizes), args.strict, args.device, on_start=on_start, on_outcome=on_outcome,
     )
 
 
