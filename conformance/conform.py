@@ -21,6 +21,8 @@ from .launch import LAUNCHERS
 
 MODES = ("quick", "default", "full")
 MAX_WORLD = 256
+#: What becomes of a case (``finding``: a failure that is a known finding).
+STATUSES = ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run")
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Conformance:
 
     def summary(self) -> str:
         counts = self.counts()
-        return ", ".join(f"{counts[s]} {s}" for s in ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run") if counts[s])
+        return ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
 
     @property
     def ok(self) -> bool:
@@ -62,7 +64,7 @@ class Conformance:
         counts = self.counts()
         stats = {
             "cases": sum(counts.values()),
-            **{status.replace("-", "_"): counts[status] for status in ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run")},
+            **{status.replace("-", "_"): counts[status] for status in STATUSES},
             "seconds": round(self.result.seconds, 2),
             "restarts": self.result.restarts,
             "loopback_only": self.result.loopback_only,

@@ -10,7 +10,7 @@ pattern   used for            rank r's element i
 tally     sum                 ``s_i * 3**j`` where j = (r - i) mod N if j < K,
                               else 0: every rank a distinct base-3 digit, so a
                               wrong sum decodes into which ranks are missing or
-                              counted twice (:func:`decode_tally`)
+                              counted twice (:func:`tally_multiplicity`)
 powers    prod                random ``±2**e`` (floats) or ±1, ±2 (integers)
 spread    min, max, avg       random integers in the type's exact range (for
                               avg: sums that N does not divide, so integer

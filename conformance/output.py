@@ -14,8 +14,7 @@ import time
 from collections import Counter
 
 from . import matrix
-
-STATUSES = ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run")
+from .conform import STATUSES
 
 
 class Progress:
