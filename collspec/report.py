@@ -49,7 +49,12 @@ class Report:
 
 def write_json(data: dict[str, Any], path: str) -> None:
     """Write ``data`` to ``path`` atomically, or to stdout when path is '-'."""
-    text = json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n"
+    write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n", path)
+
+
+def write_text(text: str, path: str) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the
+    whole new one), or to stdout when path is '-'."""
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -57,7 +62,7 @@ def write_json(data: dict[str, Any], path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CollspecError(f"cannot write the report to {path}: folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".collspec-", suffix=".json", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".collspec-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)

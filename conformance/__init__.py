@@ -1,1 +1,47 @@
-"""collspec.conformance: the spec's checks run against real backends."""
+"""collspec.conformance: the spec's checks run against real backends.
+
+``collspec conform --backend B --world-size N`` starts N rank processes, has
+each call backend B's collectives on buffers built for the purpose, and
+judges every rank's buffers against :mod:`collspec.spec`. The parts, in the
+order a case flows through them:
+
+==================  ===========================================================
+module              job
+==================  ===========================================================
+:mod:`.resolve`     ``--backend`` to a class (built-ins, ``PATH.py:NAME``,
+                    ``module:NAME``, the algorithms of ``collspec.impl``)
+:mod:`.cases`       which calls to make: collectives x dtypes x ops x sizes x
+                    in-place modes x roots; ``--quick``, default, ``--full``
+:mod:`.collectives` one small description per collective (method, buffer
+                    layout, expected result via the spec)
+:mod:`.data`        the inputs: exact integer-mantissa patterns, rank-encoded
+                    sums that decode into missing or doubled contributors
+:mod:`.buffers`     each rank's guarded buffers, before the call
+:mod:`.launch`      local (zygote + fork), ``mpiexec``, ``torchrun``
+:mod:`.rank`        one rank: set up torch.distributed, run the cases
+:mod:`.runner`      the coordinator: follow the ranks, time out, restart
+:mod:`.checks`      judge one case: violations with kind and location
+:mod:`.conform`     options to a report; :mod:`.output`, :mod:`.junit`,
+                    :mod:`.matrix` present it
+:mod:`.bench`       algbw and busbw, nccl-tests style
+==================  ===========================================================
+
+Decisions the contracts left open:
+
+- **unsupported** is a ``warning``: a backend may lack what its library lacks
+  (gloo has no integer avg) and still conform. It is never a pass: it has its
+  own status and symbol in the capability matrix and the JUnit report marks
+  it skipped; and a run in which nothing passed at all fails.
+- **Hangs and crashes**: every case has a deadline (``--timeout``) counted
+  from the end of the previous case. Past it, the ranks that did not finish
+  are named (``hang``); a rank that dies is named with its exit code or
+  signal (``crash``), as is one whose backend raised an error other than
+  NotImplementedError or TypeError. Either way every process of the run is
+  killed and the ranks restart from the next case, at most
+  :data:`~collspec.conformance.runner.MAX_RESTARTS` times; later cases are
+  reported ``not-run``.
+- **Known findings**: a built-in backend that disagrees with the spec keeps
+  the violation in the report, marked ``known`` with a warning severity
+  (:mod:`.findings`); ``--strict`` counts it as an error.
+- **Counts not divisible by N**: see :mod:`.cases`.
+"""

@@ -5,16 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..spec.errors import CollspecError
-
-
-class NotBuilt(CollspecError):
-    """A subcommand whose issue has not landed yet (exit 2, says which)."""
-
-    def __init__(self, command: str, issue: int, part: str):
-        super().__init__(f"'collspec {command}' is not built yet ({part}, issue {issue})")
-        self.command = command
-
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the JSON report to PATH ('-' for stdout)")

@@ -1,7 +1,12 @@
 """Check a real implementation of the collectives against the spec, on
 every rank, for many dtypes, ops and sizes."""
 
-from . import NotBuilt, add_json_option
+from __future__ import annotations
+
+import shlex
+import sys
+
+from . import add_json_option, emit
 
 
 def configure(parser):
@@ -15,7 +20,51 @@ def configure(parser):
     parser.add_argument("--repeat", type=int, default=1, metavar="K", help="run every case K times with fresh seeds")
     parser.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     add_json_option(parser)
+    parser.add_argument("--seed", type=int, default=0, help="the first seed (repeats use the next ones)")
+    parser.add_argument("--collective", "-c", metavar="C[,C...]", help="only these collectives")
+    parser.add_argument("--dtype", metavar="T[,T...]", help="only these dtypes")
+    parser.add_argument("--op", metavar="OP[,OP...]", help="only these ops")
+    parser.add_argument("--sizes", metavar="N[,N...]", help="element counts instead of the standard ones (4K = 4096)")
+    parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun"],
+                        help="how ranks start (default: local; mpiexec for --backend mpi)")
+    parser.add_argument("--launcher-args", default="", metavar="ARGS", help="extra options for mpiexec or torchrun")
+    parser.add_argument("--strict", action="store_true", help="treat known findings of built-in backends as failures")
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        help="cpu: gloo process group, CPU tensors; cuda: nccl, one GPU per rank (default: cpu, cuda for nccl)")
 
 
-def run(args):
-    raise NotBuilt("conform", 7, "conformance")
+def _split(text):
+    return [item.strip() for item in text.split(",") if item.strip()] if text else None
+
+
+def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outcome: None):
+    """Run conformance with the options of this command (also used by the pytest plugin)."""
+    from ..conformance.cases import parse_counts
+    from ..conformance.conform import conform
+
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    return conform(
+        args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
+        shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
+        parse_counts(args.sizes), args.strict, args.device, on_start=on_start, on_outcome=on_outcome,
+    )
+
+
+def run(args) -> int:
+    from ..conformance.junit import write
+    from ..conformance.output import Progress, print_summary
+
+    stream = sys.stderr if args.json == "-" else sys.stdout
+    progress = Progress(stream)
+
+    def started(total: int) -> None:
+        mode = "quick" if args.quick else "full" if args.full else "default"
+        print(f"collspec conform {args.backend}: {total} cases on {args.world_size} ranks ({mode})", file=stream, flush=True)
+        progress.start(total)
+
+    result = conform_from_args(args, started, progress)
+    progress.close()
+    print_summary(result, stream)
+    if args.junit:
+        write(result, args.junit)
+    return emit(result.report(), args, quiet=True)

@@ -1,0 +1,111 @@
+"""Harness overhead: busbw of gloo all-reduce through collspec vs a bare loop.
+
+Target (issue 7): at 16 MiB on 4 ranks, ``collspec bench --backend gloo``
+reaches at least 0.95 of the busbw a bare torch.distributed loop reaches.
+
+Both sides time the same way (nccl-tests' loop): 5 warm-up calls, a
+barrier, 20 calls back to back; the time of one call is the slowest rank's
+mean; busbw = bytes / time * spec.bus_factor("allreduce", 4). The two are
+run alternately ROUNDS times and compared by their medians, because four
+ranks on a small machine are noisy.
+
+    .venv/bin/python bench/conform_overhead.py [--rounds 11]
+
+Writes bench/results/conform_overhead.json; exits 1 if the ratio is below 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WORLD, BYTES, ITERS, WARMUP = 4, 16 * 2**20, 20, 5
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bare_rank(rank: int, store_dir: str) -> None:
+    """One rank of the bare loop: torch.distributed directly, nothing else."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store_dir}/store", rank=rank, world_size=WORLD)
+    tensor = torch.ones(BYTES // 4, dtype=torch.float32)
+    for _ in range(WARMUP):
+        dist.all_reduce(tensor)
+    dist.barrier()
+    began = time.perf_counter()
+    for _ in range(ITERS):
+        dist.all_reduce(tensor)
+    mean = torch.tensor([(time.perf_counter() - began) / ITERS], dtype=torch.float64)
+    dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        print(json.dumps({"seconds": float(mean)}))
+    dist.destroy_process_group()
+
+
+def bare() -> float:
+    from collspec.spec import bus_factor
+
+    with tempfile.TemporaryDirectory() as store_dir:
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+        ranks = [
+            subprocess.Popen([sys.executable, __file__, "--bare-rank", str(r), store_dir], env=env, stdout=subprocess.PIPE, text=True)
+            for r in range(WORLD)
+        ]
+        outputs = [p.communicate(timeout=600)[0] for p in ranks]
+    seconds = json.loads(outputs[0].strip().splitlines()[-1])["seconds"]
+    return BYTES / seconds / 1e9 * bus_factor("allreduce", WORLD)
+
+
+def harness() -> float:
+    with tempfile.TemporaryDirectory() as out:
+        report = os.path.join(out, "bench.json")
+        subprocess.run(
+            [sys.executable, "-m", "collspec", "bench", "--backend", "gloo", "--world-size", str(WORLD),
+             "--sizes", f"{BYTES}:{BYTES}", "--iters", str(ITERS), "--warmup", str(WARMUP), "--json", report],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        with open(report) as handle:
+            return json.load(handle)["stats"]["rows"][0]["busbw_GBps"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    args = parser.parse_args()
+    bare_runs, harness_runs = [], []
+    for round_ in range(args.rounds):
+        bare_runs.append(bare())
+        harness_runs.append(harness())
+        print(f"round {round_ + 1}: bare {bare_runs[-1]:.3f} GB/s, harness {harness_runs[-1]:.3f} GB/s", flush=True)
+    ratio = statistics.median(harness_runs) / statistics.median(bare_runs)
+    result = {
+        "benchmark": "conform_overhead",
+        "what": "busbw of gloo all_reduce, 16 MiB float32, 4 ranks: collspec bench vs a bare torch.distributed loop",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "bare_busbw_GBps": bare_runs,
+        "harness_busbw_GBps": harness_runs,
+        "median_bare": statistics.median(bare_runs),
+        "median_harness": statistics.median(harness_runs),
+        "ratio": ratio,
+        "target": 0.95,
+    }
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "conform_overhead.json"), "w") as handle:
+        json.dump(result, handle, indent=2)
+    print(f"median busbw: bare {result['median_bare']:.3f} GB/s, harness {result['median_harness']:.3f} GB/s, ratio {ratio:.3f} (target >= 0.95)")
+    return 0 if ratio >= 0.95 else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--bare-rank":
+        bare_rank(int(sys.argv[2]), sys.argv[3])
+    else:
+        sys.exit(main())

@@ -1,0 +1,53 @@
+"""The JUnit XML report (``--junit``), for CI systems that read it.
+
+One ``testsuite`` per collective, one ``testcase`` per case: a wrong result
+is a ``failure`` (with the violation kind as its type), a hang or crash an
+``error``, an unsupported or not-run case ``skipped`` (never a pass); a
+known finding passes with its note in ``system-out``. The file is written
+atomically.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+
+from ..report import write_text
+
+
+def document(conformance) -> ElementTree.Element:
+    name = conformance.backend.name
+    root = ElementTree.Element("testsuites", name=f"collspec conform {conformance.backend.text}")
+    suites: dict[str, ElementTree.Element] = {}
+    for outcome in conformance.outcomes:
+        collective = outcome.case.collective if outcome.case else "setup"
+        suite = suites.get(collective)
+        if suite is None:
+            suite = suites[collective] = ElementTree.SubElement(root, "testsuite", name=f"collspec.conform.{name}.{collective}")
+        case = ElementTree.SubElement(suite, "testcase", classname=suite.get("name"), name=outcome.case.id if outcome.case else "setup")
+        first = outcome.violations[0] if outcome.violations else None
+        if outcome.status == "fail":
+            ElementTree.SubElement(case, "failure", type=first.kind, message=first.message).text = "\n".join(str(v) for v in outcome.violations)
+        elif outcome.status in ("hang", "crash"):
+            ElementTree.SubElement(case, "error", type=first.kind, message=first.message).text = "\n".join(
+                [str(first), *first.details.get("log", [])]
+            )
+        elif outcome.status in ("unsupported", "not-run"):
+            ElementTree.SubElement(case, "skipped", message=first.message if first else "not run")
+        elif outcome.status == "finding":
+            ElementTree.SubElement(case, "system-out").text = "\n".join(f"{v}\nknown: {v.details['known']}" for v in outcome.violations)
+    for suite in [root, *suites.values()]:
+        cases = suite.iter("testcase")
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        for case in cases:
+            counts["tests"] += 1
+            for tag, key in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+                counts[key] += case.find(tag) is not None
+        for key, value in counts.items():
+            suite.set(key, str(value))
+    return root
+
+
+def write(conformance, path: str) -> None:
+    root = document(conformance)
+    ElementTree.indent(root)
+    write_text(ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n", path)

@@ -1,0 +1,287 @@
+"""The coordinator: start the ranks, watch them, judge every case.
+
+The ranks run the plan's cases back to back; the coordinator follows their
+events (:mod:`.events`) and judges each case (:mod:`.checks`) as soon as
+every rank has finished it, so checking overlaps running.
+
+Every case has a deadline: ``timeout`` seconds after the previous case
+finished on every rank (after set-up for the first). Past it the case is a
+``hang`` naming the ranks that did not finish. A rank that dies is a
+``crash`` naming it and its exit code or signal; one whose backend raised an
+error is a ``crash`` too, with the exception. After either, every process of
+the run is killed (:mod:`.procs`) and the ranks are started afresh from the
+next case, at most :data:`MAX_RESTARTS` times; cases after that are reported
+``not-run``. A failure during set-up (the backend cannot be loaded, its
+constructor raises, a rank never gets ready) ends the run: loading errors are
+bad input (exit 2), the others a ``crash`` or ``hang`` with every case
+``not-run``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..spec import Violation, as_dtype
+from ..spec.errors import CollspecError
+from . import events, launch
+from .buffers import layout_of
+from .cases import Case
+from .checks import judge
+from .data import guard
+from .procs import kill_tagged
+from .resolve import BackendSpec
+
+MAX_RESTARTS = 8
+SETUP_TIMEOUT = 180.0
+
+
+@dataclass
+class Outcome:
+    """What became of one case: ``pass``, ``fail``, ``unsupported``, ``hang``, ``crash`` or ``not-run``."""
+
+    index: int
+    case: Case | None
+    status: str
+    violations: list[Violation] = field(default_factory=list)
+    seconds: float | None = None
+
+
+@dataclass
+class Settings:
+    backend: BackendSpec
+    world: int
+    cases: list[Case]
+    timeout: float
+    launcher: str
+    launcher_args: list[str] = field(default_factory=list)
+    timing: dict | None = None
+
+
+@dataclass
+class Result:
+    outcomes: list[Outcome]
+    restarts: int
+    loopback_only: bool
+    seconds: float
+
+
+class _SetupFailed(Exception):
+    def __init__(self, violation: Violation):
+        super().__init__(violation.message)
+        self.violation = violation
+
+
+def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outcome: None) -> Result:
+    """Run every case of ``settings`` and return one outcome per case, in order."""
+    if settings.world < 1:
+        raise CollspecError(f"--world-size {settings.world}: needs at least 1 rank")
+    began, run_id = time.monotonic(), uuid.uuid4().hex
+    run_dir = tempfile.mkdtemp(prefix="collspec-conform-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    outcomes: list[Outcome] = []
+
+    def record(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        on_outcome(outcome)
+
+    restarts, loopback_only, position = 0, True, 0
+    try:
+        plan_path = _write_plan(run_dir, settings)
+        while position < len(settings.cases):
+            launch_dir = os.path.join(run_dir, f"launch{restarts}")
+            os.mkdir(launch_dir)
+            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id, settings.launcher_args)
+            loopback_only = loopback_only and started.loopback_only
+            try:
+                position, failed = _watch(settings, started, launch_dir, position, record)
+            except _SetupFailed as failure:
+                record(Outcome(position, None, failure.violation.kind, [failure.violation]))
+                break
+            finally:
+                started.stop()
+            if not failed or restarts == MAX_RESTARTS:
+                break
+            restarts += 1
+    finally:
+        kill_tagged(run_id)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    judged = {o.index for o in outcomes if o.case is not None}
+    for index, case in enumerate(settings.cases):
+        if index not in judged:
+            record(Outcome(index, case, "not-run"))
+    return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only, time.monotonic() - began)
+
+
+def _write_plan(run_dir: str, settings: Settings) -> str:
+    plan = {
+        "target": settings.backend.target,
+        "device": settings.backend.device,
+        "timeout": settings.timeout,
+        "setup_timeout": SETUP_TIMEOUT,
+        "timing": settings.timing,
+        "cases": [case.to_json() for case in settings.cases],
+    }
+    path = os.path.join(run_dir, "plan.json")
+    with open(path, "w") as handle:
+        json.dump(plan, handle)
+    return path
+
+
+def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position: int, record) -> tuple[int, bool]:
+    """Follow one start of the ranks until the cases run out or one fails.
+
+    Returns the index of the next case to run and whether a failure stopped
+    this start.
+    """
+    world, cases = settings.world, settings.cases
+    reader = events.Reader(launch_dir, world)
+    ready: set[int] = set()
+    done: dict[int, dict[int, dict]] = {}
+    exits: dict[int, dict] = {}
+    current = position
+    deadline = time.monotonic() + SETUP_TIMEOUT
+    pause = 0.001
+    while True:
+        gone = started.gone()  # before reading, so that a clean exit's last events are read first
+        news = reader.poll()
+        for rank, event in news:
+            kind = event["e"]
+            if kind == "fatal":
+                if event["usage"]:
+                    raise CollspecError(event["error"])
+                raise _SetupFailed(Violation("crash", f"set-up: rank {rank}: the backend's constructor raised {event['error']}",
+                                             details={"ranks": [rank], "phase": "setup", "error": event["error"]}))
+            if kind == "ready":
+                ready.add(rank)
+                if len(ready) == world:
+                    deadline = time.monotonic() + settings.timeout
+            elif kind == "done":
+                done.setdefault(event["case"], {})[rank] = event
+            elif kind == "exit":
+                exits[rank] = event
+        while current < len(cases) and len(done.get(current, {})) == world:
+            outcome = _complete(settings, launch_dir, current, done.pop(current))
+            record(outcome)
+            current += 1
+            deadline = time.monotonic() + settings.timeout
+            if outcome.status == "crash":
+                return current, True
+        if current >= len(cases):
+            return current, False
+        dead = _dead(exits, gone)
+        if dead:
+            violation = _crash(settings, launch_dir, current, dead, done.get(current, {}), phase="setup" if len(ready) < world else None)
+            if len(ready) < world:
+                raise _SetupFailed(violation)
+            record(Outcome(current, cases[current], "crash", [violation]))
+            return current + 1, True
+        if time.monotonic() > deadline:
+            if len(ready) < world:
+                missing = sorted(set(range(world)) - ready)
+                raise _SetupFailed(Violation("hang", f"set-up: rank(s) {_list(missing)} did not get ready within {SETUP_TIMEOUT:.0f} s",
+                                             details={"ranks": missing, "phase": "setup"}))
+            record(Outcome(current, cases[current], "hang", [_hang(settings, current, done.get(current, {}))]))
+            return current + 1, True
+        pause = 0.001 if news else min(pause * 2, 0.02)
+        time.sleep(pause)
+
+
+def _dead(exits: dict[int, dict], gone: dict[int, str]) -> dict[int, str]:
+    """Ranks that ended abnormally, first to die first, with how."""
+    ordered = sorted(exits.items(), key=lambda item: item[1]["t"])
+    dead = {
+        rank: f"signal {event['signal']}" if event["signal"] else f"exit code {event['code']}"
+        for rank, event in ordered
+        if event["signal"] or event["code"] != 0
+    }
+    for rank, how in gone.items():
+        if rank not in exits:
+            dead.setdefault(rank, how)
+    return dead
+
+
+def _list(ranks) -> str:
+    return ", ".join(map(str, ranks))
+
+
+def _case_details(case: Case | None) -> dict:
+    if case is None:
+        return {"phase": "setup"}
+    return {"case": case.id, "collective": case.collective, "dtype": case.dtype, "op": case.op, "size": case.count,
+            "inplace": case.inplace, "root": case.root, "seed": case.seed}
+
+
+def _log_tail(launch_dir: str, rank: int, lines: int = 6) -> list[str]:
+    name = f"rank{rank}.log" if rank >= 0 else "launcher.log"
+    try:
+        with open(os.path.join(launch_dir, name), errors="replace") as handle:
+            return [line.rstrip() for line in handle.readlines()[-lines:]]
+    except OSError:
+        return []
+
+
+def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, phase=None) -> Violation:
+    case = settings.cases[index] if phase is None else None
+    first = next(iter(dead))
+    where = "during set-up" if case is None else f"during {case.id}"
+    unfinished = sorted(r for r in range(settings.world) if finished.get(r, {}).get("status") not in ("ok", "unsupported"))
+    text = f"rank {first} died ({dead[first]}) {where}" if first >= 0 else f"{dead[first]} {where}"
+    if finished.get(first, {}).get("status") == "error":
+        text = f"rank {first} raised {finished[first]['reason']} {where}, and exited"
+    if len(dead) > 1:
+        text += f"; then rank(s) {_list(r for r in dead if r != first)} ended too"
+    return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})",
+                     details={**_case_details(case), "ranks": [first] if first >= 0 else [],
+                              "how": dead[first], "log": _log_tail(launch_dir, first)})
+
+
+def _hang(settings: Settings, index: int, finished: dict) -> Violation:
+    case = settings.cases[index]
+    missing = sorted(set(range(settings.world)) - set(finished))
+    return Violation(
+        "hang",
+        f"{case.id}: rank(s) {_list(missing)} did not finish within {settings.timeout:g} s"
+        + (f" (rank(s) {_list(sorted(finished))} did)" if finished else ""),
+        details={**_case_details(case), "ranks": missing, "timeout": settings.timeout},
+    )
+
+
+def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, dict]) -> Outcome:
+    """Judge a case every rank has finished."""
+    case = settings.cases[index]
+    for status, kind in (("error", "crash"), ("unsupported", "unsupported")):
+        ranks = sorted(r for r, event in dones.items() if event["status"] == status)
+        if ranks:
+            reason = dones[ranks[0]]["reason"]
+            verb = "raised" if status == "error" else "does not support it"
+            violation = Violation(
+                kind,
+                f"{case.id}: rank(s) {_list(ranks)} {verb}: {reason}",
+                severity="error" if status == "error" else "warning",
+                details={**_case_details(case), "ranks": ranks, "reason": reason},
+            )
+            return Outcome(index, case, kind, [violation])
+    if settings.timing is not None:
+        return Outcome(index, case, "pass", seconds=max(event["seconds"] for event in dones.values()))
+    finals = [_read_buffers(launch_dir, case, settings.world, rank, index) for rank in range(settings.world)]
+    violations = judge(case, settings.world, finals)
+    return Outcome(index, case, "fail" if violations else "pass", violations)
+
+
+def _read_buffers(launch_dir: str, case: Case, world: int, rank: int, index: int) -> dict[str, np.ndarray]:
+    path = events.buffers_path(launch_dir, index, rank)
+    flat = np.fromfile(path, dtype=as_dtype(case.dtype))
+    os.unlink(path)
+    images, at, g = {}, 0, guard(case.dtype)
+    for name, length in layout_of(case, world, rank).storages.items():
+        images[name] = flat[at : at + length + 2 * g]
+        at += length + 2 * g
+    return images

@@ -1,0 +1,131 @@
+"""The bug zoo: each buggy user-style backend is caught with the right kind.
+
+Each test runs real rank processes (4 ranks, gloo underneath) on a few
+chosen cases and asserts the exact violation: kind, ranks and element. After
+each, no process of the run may be left (hangs and crashes included).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from collspec.conformance import runner
+from collspec.conformance.conform import conform
+from conformance_support import ZOO, by_kind, leftover_processes
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    yield
+    assert leftover_processes() == []
+
+
+def run(target: str, collective="allreduce", dtype="int32", ops=("sum",), sizes=(5,), **options):
+    return conform(str(ZOO / target), 4, "default", collectives=[collective], dtypes=[dtype], ops=list(ops),
+                   sizes=list(sizes), **options)
+
+
+def test_a_dropped_rank_is_a_missing_contribution():
+    result = run("drops_rank.py:DropsRank")
+    (violation,) = result.violations
+    assert violation.kind == "missing-contribution"
+    assert violation.details["contributors"] == [3] and violation.details["element"] == 0
+    assert violation.details["ranks"] == [0, 1, 2, 3]
+    assert result.report().exit_code == 1
+
+
+def test_a_rank_counted_twice_is_a_duplicate_contribution():
+    result = run("counts_twice.py:CountsTwice", dtype="float16")
+    kinds = by_kind(result)
+    (violation,) = kinds.pop("duplicate-contribution")
+    assert violation.details["contributors"] == [0] and violation.details["element"] == 0
+    assert violation.details["case"].endswith("/tally/seed=0")
+    # the rounding inputs of the same case do not decode: their sum is simply wrong
+    assert [v.details["case"].split("/")[-2] for v in kinds.pop("wrong-value")] == ["rounding"]
+    assert not kinds
+
+
+def test_reduce_scatter_slices_on_the_wrong_ranks_are_misplaced_blocks():
+    result = run("wrong_slices.py:WrongSlices", collective="reduce_scatter", sizes=(8,))
+    violations = result.violations
+    assert {v.kind for v in violations} == {"postcondition"}
+    # out of place and in place, every rank: rank r holds rank r+1's block
+    assert sorted((v.details["inplace"], v.details["ranks"][0], v.details["holds_block"]) for v in violations) == sorted(
+        (inplace, r, (r + 1) % 4) for inplace in (False, True) for r in range(4))
+
+
+def test_ranks_adding_in_different_orders_disagree_in_their_bits_only():
+    result = run("order_differs.py:OrderDiffers", dtype="float32", sizes=(4099,))
+    (violation,) = result.violations
+    assert violation.kind == "ranks-disagree"
+    assert violation.details["case"].endswith("/rounding/seed=0")
+    assert sorted(r for group in violation.details["groups"] for r in group) == [0, 1, 2, 3]
+    assert result.counts()["pass"] == 1  # the exact tally inputs agree in every order
+
+
+def test_avg_over_the_wrong_n_is_a_wrong_value_with_its_bound():
+    result = run("avg_wrong_n.py:AvgWrongN", dtype="float32", ops=("avg",))
+    assert [v.kind for v in result.violations] == ["wrong-value", "wrong-value"]  # integer and rounding inputs
+    for violation in result.violations:
+        details = violation.details
+        assert details["got"] == pytest.approx(details["expected"] * 4 / 3, rel=1e-5)
+        assert 0 < details["bound"] < abs(details["got"] - details["expected"])
+
+
+def test_a_forgotten_remainder_fails_only_when_n_does_not_divide_the_count():
+    result = run("forgets_remainder.py:ForgetsRemainder", sizes=(8, 7))
+    assert [o.status for o in result.outcomes] == ["pass", "fail"]
+    kinds = by_kind(result)
+    assert sorted(kinds) == ["missing-contribution", "ranks-disagree"]
+    # each rank kept its own tail: it misses the three others, from element 4 (7 - 7 % 4) on
+    assert sorted((v.details["ranks"][0], tuple(v.details["contributors"]), v.details["element"]) for v in kinds["missing-contribution"]) == [
+        (r, tuple(x for x in range(4) if x != r), 4) for r in range(4)]
+    assert kinds["ranks-disagree"][0].details["element"] == 4
+
+
+def test_a_hang_on_size_zero_names_the_waiting_ranks_and_the_run_goes_on():
+    result = run("hangs_on_zero.py:HangsOnZero", sizes=(0, 5), timeout=3)
+    assert [o.status for o in result.outcomes] == ["hang", "pass"]
+    (violation,) = result.violations
+    assert violation.kind == "hang" and violation.details["ranks"] == [1, 2, 3]
+    assert violation.details["size"] == 0
+    assert result.result.restarts == 1
+
+
+def test_a_dead_rank_is_a_crash_naming_it_and_its_signal():
+    result = run("crashes_rank.py:CrashesRank", sizes=(5, 1009, 8))
+    assert [o.status for o in result.outcomes] == ["pass", "crash", "pass"]
+    (violation,) = result.violations
+    assert violation.kind == "crash" and violation.details["ranks"] == [2]
+    assert violation.details["how"] == "signal SIGSEGV" and violation.details["size"] == 1009
+
+
+def test_an_ignored_op_is_a_wrong_value_for_every_op_but_sum():
+    result = run("ignores_op.py:IgnoresOp", ops=("sum", "max", "prod", "min"))
+    assert {o.case.op: o.status for o in result.outcomes} == {"sum": "pass", "max": "fail", "prod": "fail", "min": "fail"}
+    assert {v.kind for v in result.violations} == {"wrong-value"}
+
+
+def test_after_too_many_restarts_the_remaining_cases_are_not_run(monkeypatch):
+    monkeypatch.setattr(runner, "MAX_RESTARTS", 1)
+    result = run("crashes_rank.py:CrashesRank", sizes=(1009, 2000, 5, 3000))
+    assert [o.status for o in result.outcomes] == ["crash", "crash", "not-run", "not-run"]
+    assert result.result.restarts == 1 and result.report().stats["not_run"] == 2
+
+
+def test_a_backend_that_raises_is_a_crash_with_the_exception(tmp_path):
+    raising = tmp_path / "raising.py"
+    raising.write_text(
+        "import torch.distributed as dist\n\n"
+        "class Raising:\n"
+        "    def __init__(self, rank, world_size):\n        self.rank = rank\n\n"
+        "    def all_reduce(self, tensor, op='sum'):\n"
+        "        if self.rank == 1:\n            raise RuntimeError('ring buffer exhausted')\n"
+        "        dist.all_reduce(tensor)\n"
+    )
+    result = conform(f"{raising}:Raising", 4, "default", collectives=["allreduce"], dtypes=["int32"], ops=["sum"], sizes=[5])
+    (violation,) = result.violations
+    assert violation.kind == "crash" and violation.details["ranks"] == [1]
+    assert "rank 1 raised RuntimeError: ring buffer exhausted" in violation.message
