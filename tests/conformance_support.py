@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ZOO = Path(__file__).resolve().parent / "zoo"
+ZOO = Path(__file__).resolve().parent / "zoo_backends"
 
 
 def leftover_processes() -> list[str]:
