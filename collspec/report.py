@@ -61,7 +61,7 @@ def write_text(text: str, path: str) -> None:
         return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise CollspecError(f"cannot write the report to {path}: folder {directory} does not exist")
+        raise CollspecError(f"cannot write {path}: folder {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=".collspec-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w") as handle:

@@ -39,7 +39,7 @@ from ..spec.violations import Violation
 from .algebras import COLUMN, COUNT, GARBAGE, SHAPE, Fingerprints, contributions, is_uninitialised
 from .interpreter import run
 from .layout import ScheduleError, expected_outputs, owner_of
-from .schedule import COPY, INDEX, OP_NAMES, REDUCE, Schedule, Step
+from .schedule import COPY, INDEX, OP_NAMES, REDUCE, Schedule, Step, transfer_dict
 
 #: exact multisets when transfers x ranks is at most this (about a second)
 EXACT_WORK_LIMIT = 3_000_000
@@ -106,13 +106,7 @@ class _Flat:
         )
 
     def describe(self, i: int) -> dict:
-        return {
-            "src": int(self.src[i]),
-            "dst": int(self.dst[i]),
-            "src_chunk": int(self.src_chunk[i]),
-            "dst_chunk": int(self.dst_chunk[i]),
-            "op": OP_NAMES[int(self.op[i])],
-        }
+        return transfer_dict(self, i)
 
 
 class _Collector:

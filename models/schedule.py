@@ -34,6 +34,18 @@ OP_CODES = {"copy": COPY, "reduce": REDUCE}
 INDEX = np.int64  # dtype of ranks and cell numbers (int64: flat cell indices never overflow)
 
 
+def transfer_dict(columns, i: int) -> dict:
+    """Transfer ``i`` of anything with src, dst, src_chunk, dst_chunk and op
+    arrays, as a plain dict (for messages and JSON)."""
+    return {
+        "src": int(columns.src[i]),
+        "dst": int(columns.dst[i]),
+        "src_chunk": int(columns.src_chunk[i]),
+        "dst_chunk": int(columns.dst_chunk[i]),
+        "op": OP_NAMES[int(columns.op[i])],
+    }
+
+
 @dataclass(frozen=True, eq=False)
 class Step:
     """Transfers that happen at once. All arrays have one entry per transfer."""
@@ -74,13 +86,7 @@ class Step:
 
     def transfer(self, i: int) -> dict:
         """Transfer ``i`` as a plain dict (for messages and JSON)."""
-        return {
-            "src": int(self.src[i]),
-            "dst": int(self.dst[i]),
-            "src_chunk": int(self.src_chunk[i]),
-            "dst_chunk": int(self.dst_chunk[i]),
-            "op": OP_NAMES[int(self.op[i])],
-        }
+        return transfer_dict(self, i)
 
     @cached_property
     def rounds(self) -> list[np.ndarray]:

@@ -4,11 +4,7 @@ channel; see collspec.models.msccl.export). Check the result with
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-
-from ..spec.errors import CollspecError
 
 
 def configure(parser):
@@ -24,26 +20,10 @@ def configure(parser):
 def run(args) -> int:
     from ..models.generators import generate
     from ..models.msccl import to_xml
+    from ..report import write_text
 
     text = to_xml(generate(args.algorithm, args.collective, args.ranks), name=args.name, proto=args.proto)
-    if not args.output or args.output == "-":
-        sys.stdout.write(text)
-        return 0
-    write_atomically(args.output, text)
-    print(f"wrote {args.output}", file=sys.stderr)
+    write_text(text, args.output or "-")
+    if args.output and args.output != "-":
+        print(f"wrote {args.output}", file=sys.stderr)
     return 0
-
-
-def write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CollspecError(f"cannot write {path}: folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".collspec-", suffix=".xml", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

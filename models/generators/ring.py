@@ -19,26 +19,22 @@ REDUCE_SCATTER_OP = REDUCE
 ALL_GATHER_OP = COPY
 
 
-def _reduce_scatter_steps(n: int, owner) -> list[Step]:
+def _phase(n: int, owner, transfer, op: int, phase: str, first_hop: int) -> list[Step]:
+    """The N - 1 hops of one ring phase; ``transfer`` is rs_transfer or ag_transfer."""
     r = np.arange(n)
     steps = []
     for s in range(ix.ring_hops(n)):
-        dst, src_chunk, dst_chunk = ix.rs_transfer(owner, r, s, n)
-        steps.append(Step.of(r, dst, src_chunk, dst_chunk, REDUCE_SCATTER_OP, phase="reduce-scatter", name=f"reduce-scatter hop {s + 1}"))
+        dst, src_chunk, dst_chunk = transfer(owner, r, s, n)
+        steps.append(Step.of(r, dst, src_chunk, dst_chunk, op, phase=phase, name=f"{phase} hop {first_hop + s}"))
     return steps
+
+
+def _reduce_scatter_steps(n: int, owner) -> list[Step]:
+    return _phase(n, owner, ix.rs_transfer, REDUCE_SCATTER_OP, "reduce-scatter", 1)
 
 
 def _all_gather_steps(n: int, owner, first_hop: int = 1) -> list[Step]:
-    r = np.arange(n)
-    steps = []
-    for s in range(ix.ring_hops(n)):
-        dst, src_chunk, dst_chunk = ix.ag_transfer(owner, r, s, n)
-        steps.append(Step.of(r, dst, src_chunk, dst_chunk, ALL_GATHER_OP, phase="all-gather", name=f"all-gather hop {first_hop + s}"))
-    return steps
-
-
-def _owners(n: int, owner) -> tuple[tuple[int, ...], ...]:
-    return tuple((int(owner(r, n)),) for r in range(n))
+    return _phase(n, owner, ix.ag_transfer, ALL_GATHER_OP, "all-gather", first_hop)
 
 
 def allreduce(n: int, variant: str = "ring") -> Schedule:
