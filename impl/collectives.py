@@ -53,6 +53,10 @@ class ScheduleBackend:
         self.recorder = recorder
         self.executor = self.executor_class(rank, world_size, group)
         self._schedules: dict[tuple, Schedule] = {}
+        if dist.is_initialized() and dist.get_backend(group) == "nccl":
+            # nccl sets up its communicator on the first operation, which every
+            # rank must join; a schedule's first step may leave ranks idle
+            dist.all_reduce(torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device())), group=group)
 
     def schedule(self, collective: str, **options) -> Schedule:
         """The algorithm's schedule for ``collective`` on this world size (cached)."""

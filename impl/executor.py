@@ -190,6 +190,7 @@ class Executor:
         bound = self._bound.get(key)
         if bound is not None and bound.plan is plan:
             return bound
+        _require_equal_cells(plan.schedule, np.diff(np.asarray(e, dtype=np.int64)))
         row_bytes = max(1, int(np.prod(buffer.shape[1:], dtype=np.int64)) * buffer.element_size())
         part = max(1, self.segment_bytes // row_bytes) if self.segment_bytes else None
         steps = [self._bind_step(s, e, part) for s in plan.steps]
@@ -270,3 +271,16 @@ def _slot_rows(step: StepPlan, e: list[int], starts: list[int]) -> dict[tuple[in
             out[(m, k)] = (at, at + e[c + 1] - e[c])
             at += e[c + 1] - e[c]
     return out
+
+
+def _require_equal_cells(schedule: Schedule, lengths: np.ndarray) -> None:
+    """Every transfer must move a cell into a cell of the same size."""
+    for index, step in enumerate(schedule.steps):
+        bad = np.flatnonzero(lengths[step.src_chunk] != lengths[step.dst_chunk])
+        if bad.size:
+            t = step.transfer(int(bad[0]))
+            raise ValueError(
+                f"step {index}: rank {t['src']}'s chunk {t['src_chunk']} has {lengths[t['src_chunk']]} elements but rank "
+                f"{t['dst']}'s chunk {t['dst_chunk']} has {lengths[t['dst_chunk']]}; a transfer between chunks needs a count "
+                f"that cuts them equally (a multiple of {schedule.chunks})"
+            )

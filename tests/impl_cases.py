@@ -139,15 +139,15 @@ def make_backend(name: str, rank: int, ranks: int, group, recorder):
     raise ValueError(name)
 
 
-def call(backend, case: Case, rank: int) -> tuple[torch.Tensor, bool]:
+def call(backend, case: Case, rank: int, device: str = "cpu") -> tuple[torch.Tensor, bool]:
     """Run the case's collective; return the output and whether an
     out-of-place input was left unchanged."""
-    x = to_torch(inputs(case, rank))
+    x = to_torch(inputs(case, rank)).to(device)
     before = x.clone()
     n, c = case.ranks, case.collective
     if c == "allreduce":
         if case.strided:
-            wide = torch.zeros((x.numel(), 2), dtype=x.dtype)
+            wide = torch.zeros((x.numel(), 2), dtype=x.dtype, device=device)
             wide[:, 0] = x
             x = wide[:, 0]
         backend.all_reduce(x, case.op)
@@ -157,11 +157,11 @@ def call(backend, case: Case, rank: int) -> tuple[torch.Tensor, bool]:
             out = x[rank * case.count : (rank + 1) * case.count]
             backend.reduce_scatter(out, x, case.op)
             return out.clone(), True
-        out = torch.empty(case.count, dtype=x.dtype)
+        out = torch.empty(case.count, dtype=x.dtype, device=device)
         backend.reduce_scatter(out, x, case.op)
         return out, torch.equal(x, before)
     if c == "allgather":
-        out = torch.full((n * case.count,), 7, dtype=x.dtype)
+        out = torch.full((n * case.count,), 7, dtype=x.dtype, device=device)
         if case.inplace:
             out[rank * case.count : (rank + 1) * case.count] = x
             backend.all_gather(out, out[rank * case.count : (rank + 1) * case.count])
@@ -181,9 +181,10 @@ def call(backend, case: Case, rank: int) -> tuple[torch.Tensor, bool]:
     raise ValueError(c)
 
 
-def run_cases(rank: int, world: int, cases: list[Case]) -> dict:
+def run_cases(rank: int, world: int, cases: list[Case], device: str = "cpu") -> dict:
     """Every case on the ranks it needs; returns {case index: (output,
-    input kept, traces)} for this rank's cases."""
+    input kept, traces)} for this rank's cases. With ``device="cuda"`` the
+    tensors live on this rank's GPU."""
     import torch.distributed as dist
 
     from collspec.impl.trace import Recorder
@@ -201,7 +202,7 @@ def run_cases(rank: int, world: int, cases: list[Case]) -> dict:
             backends[key] = make_backend(case.backend, rank, case.ranks, groups[case.ranks], recorder)
         recorder.traces.clear()
         backends[key].recorder = recorder if case.record else None
-        out, kept = call(backends[key], case, rank)
+        out, kept = call(backends[key], case, rank, device)
         results[i] = (to_numpy(out), kept, list(recorder.traces))
     for b in backends.values():
         if hasattr(b, "close"):

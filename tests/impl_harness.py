@@ -2,7 +2,7 @@
 processes, and always clean up.
 
 ``run_ranks(world_size, fn, *args)`` starts ``world_size`` processes
-(torch.multiprocessing, spawn). Each joins a gloo group on 127.0.0.1 through
+(torch.multiprocessing, spawn). Each joins a gloo (or nccl) group through
 a TCP store that this process serves on a port the OS picks (no port races),
 calls ``fn(rank, world_size, *args)`` and sends back its return value or
 its traceback. Whatever happens, every process is gone when ``run_ranks``
@@ -37,13 +37,15 @@ class RankResult:
     seconds: float = 0.0  # from start until this rank reported
 
 
-def _rank_main(rank: int, world_size: int, port: int, timeout: float, fn: Callable, args: tuple, results) -> None:
+def _rank_main(rank: int, world_size: int, port: int, timeout: float, backend: str, fn: Callable, args: tuple, results) -> None:
     import torch
 
     torch.set_num_threads(1)  # ranks share the machine's cores
     try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
         store = dist.TCPStore("127.0.0.1", port, world_size + 1, is_master=False, timeout=timedelta(seconds=timeout))
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout))
         value = pickle.dumps(fn(rank, world_size, *args))  # here, so a value that cannot be sent is reported
         results.put((rank, True, value, ""))
     except BaseException:  # noqa: BLE001 - everything goes back to the test
@@ -52,18 +54,19 @@ def _rank_main(rank: int, world_size: int, port: int, timeout: float, fn: Callab
     dist.destroy_process_group()
 
 
-def run_ranks(world_size: int, fn: Callable, *args, timeout: float = 120.0, group_timeout: float = 60.0) -> list[RankResult]:
+def run_ranks(world_size: int, fn: Callable, *args, timeout: float = 120.0, group_timeout: float = 60.0, backend: str = "gloo") -> list[RankResult]:
     """Run ``fn(rank, world_size, *args)`` on every rank; results by rank.
 
-    ``group_timeout`` is the gloo timeout of every operation; ``timeout``
-    bounds the whole run (then the ranks still running are killed and
-    reported as not ok).
+    ``group_timeout`` is the process group's timeout of every operation;
+    ``timeout`` bounds the whole run (then the ranks still running are
+    killed and reported as not ok). ``backend="nccl"`` gives rank r the GPU
+    r (mod the GPU count).
     """
     ctx = mp.get_context("spawn")
     store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=timeout))
     results = ctx.Queue()
     started = time.monotonic()
-    procs = [ctx.Process(target=_rank_main, args=(r, world_size, store.port, group_timeout, fn, args, results), daemon=True) for r in range(world_size)]
+    procs = [ctx.Process(target=_rank_main, args=(r, world_size, store.port, group_timeout, backend, fn, args, results), daemon=True) for r in range(world_size)]
     for p in procs:
         p.start()
     reported: dict[int, RankResult] = {}
