@@ -7,18 +7,23 @@ buffer whose first axis is cut into the schedule's cells
 1. cells that a local transfer reads and the step writes are snapshotted;
    sources of a message whose cells are not one range are packed into a
    staging buffer;
-2. every send and every receive of the step is posted at once
+2. every receive and every send of the step is posted at once
    (``batch_isend_irecv``: non-blocking, so no order of posting can
-   deadlock; on nccl the batch is one group), then all are waited for;
-3. the writes are applied in the order the step lists them: copy or
-   :meth:`Reduction.combine_`.
+   deadlock; on nccl the batch is one group);
+3. as each message arrives, its *early* writes (cells written once in the
+   step and read by none of its transfers, see :mod:`.plan`) are applied,
+   while the rest of the step is still in flight;
+4. once every send is done too, the other writes are applied in the order
+   the step lists them.
 
-So every transfer reads its source as it was at the start of the step, as
-the models interpreter does, and receives land in separate buffers (or, for
-a plain copy into cells nothing else touches in the step, straight into
-them). The plan (:mod:`collspec.impl.plan`) and the receive and staging
-buffers are made once per (schedule, cell sizes, dtype, device) and reused;
-a call only slices its buffer and posts the messages.
+A write is a copy or :meth:`Reduction.combine_`. So every transfer reads its
+source as it was at the start of the step, as the models interpreter does,
+and receives land in separate buffers (or, for a plain copy into cells
+nothing else touches in the step, straight into them). The plan and the
+receive and staging buffers are made once per (schedule, cell sizes, dtype,
+device) and reused; a call only slices its buffer and posts the messages.
+An empty message (all its cells empty) is not sent: both sides know its
+size.
 
 The same code runs CPU tensors over gloo and CUDA tensors over nccl: all
 buffers live on the tensor's device, and the reductions are torch ops on
@@ -42,17 +47,11 @@ from .plan import Apply, RankPlan, StepPlan, compile_plan, contiguous
 from .reduction import Reduction
 
 
-#: messages larger than this travel in parts of this many bytes, so that the
-#: reduction of one part overlaps the transfer of the next
-SEGMENT_BYTES = 1 << 21
-
-
 @dataclass
-class _Piece:
-    """Part or all of one write (``apply``, from ``peer``): apply its op to
-    buffer rows ``[t0, t1)`` from rows ``[s0, s1)`` of ``source``:
-    "scratch" (received), "buffer" (a local cell) or "snapshot" (a local
-    cell's start-of-step copy)."""
+class _Write:
+    """One write (``apply``, from ``peer``): its op into buffer rows
+    ``[t0, t1)`` from rows ``[s0, s1)`` of ``source``: "scratch" (received),
+    "buffer" (a local cell) or "snapshot" (a local cell's start-of-step copy)."""
 
     apply: Apply
     peer: int
@@ -70,10 +69,10 @@ class _BoundStep:
 
     plan: StepPlan
     snapshots: list[tuple[int, int, int]]  # (cell, start, stop)
-    packs: list[tuple[int, int, int, int]]  # copy buffer rows [a, b) to staging rows [s, s + b - a)
-    sends: list[tuple[int, str, int, int]]  # (peer, "buffer" | "staging", start, stop), one per part
-    recvs: list[tuple[int, str, int, int, list[_Piece]]]  # (peer, "buffer" | "scratch", start, stop, pieces applied on arrival)
-    deferred: list[_Piece]  # applied after every message of the step, in listed order
+    packs: list[tuple[int, int, int]]  # copy buffer rows [a, b) to staging rows from s
+    sends: list[tuple[int, str, int, int]]  # (peer, "buffer" | "staging", start, stop)
+    recvs: list[tuple[int, str, int, int, list[_Write]]]  # (peer, "buffer" | "scratch", start, stop, early writes)
+    deferred: list[_Write]  # after every message of the step, in listed order
 
 
 @dataclass
@@ -86,12 +85,11 @@ class _Bound:
 
 
 class Executor:
-    """Runs schedules as rank ``rank`` of ``world_size`` over ``group``.
+    """Runs schedules as rank ``rank`` of ``world_size`` over ``group``
+    (ranks are the group's ranks).
 
     Subclasses may override :meth:`compile` (tests plant wrong plans this way).
     """
-
-    segment_bytes = SEGMENT_BYTES
 
     def __init__(self, rank: int, world_size: int, group=None):
         self.rank, self.world_size, self.group = rank, world_size, group
@@ -124,40 +122,39 @@ class Executor:
             self._step(index, step, bound, buffer, reduction, trace)
 
     def _step(self, index: int, step: _BoundStep, bound: _Bound, buffer: torch.Tensor, reduction, trace) -> None:
-        sources = {"buffer": buffer, "scratch": bound.scratch, "staging": bound.staging}
+        rows = {"buffer": buffer, "scratch": bound.scratch, "staging": bound.staging}
         snapshots = {c: buffer[a:b].clone() for c, a, b in step.snapshots}
-        for a, b, s, _ in step.packs:
+        for a, b, s in step.packs:
             bound.staging[s : s + b - a].copy_(buffer[a:b])
         if trace is not None:
             self._trace_sends(index, step, bound, buffer, trace)
-        ops = [dist.P2POp(dist.irecv, sources[kind][a:b], group=self.group, tag=index, group_peer=peer) for peer, kind, a, b, _ in step.recvs]
-        ops += [dist.P2POp(dist.isend, sources[kind][a:b], group=self.group, tag=index, group_peer=peer) for peer, kind, a, b in step.sends]
+        ops = [dist.P2POp(dist.irecv, rows[kind][a:b], group=self.group, tag=index, group_peer=peer) for peer, kind, a, b, _ in step.recvs]
+        ops += [dist.P2POp(dist.isend, rows[kind][a:b], group=self.group, tag=index, group_peer=peer) for peer, kind, a, b in step.sends]
         works = dist.batch_isend_irecv(ops) if ops else []
-        receives = len(step.recvs)
-        for work, (_, _, _, _, pieces) in zip(works, step.recvs):
+        for work, (_, _, _, _, early) in zip(works, step.recvs):
             work.wait()
-            for piece in pieces:
-                self._apply(index, piece, buffer, sources, snapshots, reduction, trace)
-        for work in works[receives:]:
+            for write in early:
+                self._write(index, write, rows, snapshots, reduction, trace)
+        for work in works[len(step.recvs) :]:
             work.wait()
         if trace is not None:
             self._trace_direct(index, step, bound, buffer, trace)
-        for piece in step.deferred:
-            self._apply(index, piece, buffer, sources, snapshots, reduction, trace)
+        for write in step.deferred:
+            self._write(index, write, rows, snapshots, reduction, trace)
 
     @staticmethod
-    def _apply(index: int, piece: _Piece, buffer, sources, snapshots, reduction, trace) -> None:
-        target = buffer[piece.t0 : piece.t1]
-        if piece.source == "snapshot":
-            value = snapshots[piece.apply.local_cell]
+    def _write(index: int, write: _Write, rows, snapshots, reduction, trace) -> None:
+        target = rows["buffer"][write.t0 : write.t1]
+        if write.source == "snapshot":
+            value = snapshots[write.apply.local_cell]
         else:
-            value = sources[piece.source][piece.s0 : piece.s1]
-        if piece.apply.op == COPY:
+            value = rows[write.source][write.s0 : write.s1]
+        if write.apply.op == COPY:
             target.copy_(value)
         else:
             reduction.combine_(target, value)
         if trace is not None:
-            trace.wrote(index, piece.peer, piece.apply, target, value if piece.source != "buffer" else sources["buffer"][piece.s0 : piece.s1])
+            trace.wrote(index, write.peer, write.apply, target, value)
 
     # -- tracing (only with a recorder) -----------------------------------------------
 
@@ -172,16 +169,6 @@ class Executor:
             if msg.direct:
                 trace.received_direct(index, msg, [buffer[e[c] : e[c + 1]] for c in msg.cells])
 
-    @staticmethod
-    def _recv_starts(plan: StepPlan, e: list[int]) -> list[int]:
-        """Scratch row where each receive message starts (-1 when direct)."""
-        at, out = 0, []
-        for msg in plan.recvs:
-            out.append(-1 if msg.direct else at)
-            if not msg.direct:
-                at += sum(e[c + 1] - e[c] for c in msg.cells)
-        return out
-
     # -- binding a plan to sizes ---------------------------------------------------------
 
     def _bind(self, plan: RankPlan, bounds: np.ndarray, buffer: torch.Tensor) -> _Bound:
@@ -191,11 +178,9 @@ class Executor:
         if bound is not None and bound.plan is plan:
             return bound
         _require_equal_cells(plan.schedule, np.diff(np.asarray(e, dtype=np.int64)))
-        row_bytes = max(1, int(np.prod(buffer.shape[1:], dtype=np.int64)) * buffer.element_size())
-        part = max(1, self.segment_bytes // row_bytes) if self.segment_bytes else None
-        steps = [self._bind_step(s, e, part) for s in plan.steps]
-        scratch_rows = max((max([r[3] for r in s.recvs if r[1] == "scratch"], default=0) for s in steps), default=0)
-        staging_rows = max((max([p[2] + p[1] - p[0] for p in s.packs], default=0) for s in steps), default=0)
+        steps = [self._bind_step(s, e) for s in plan.steps]
+        scratch_rows = max([r[3] for s in steps for r in s.recvs if r[1] == "scratch"], default=0)
+        staging_rows = max([s + b - a for st in steps for a, b, s in st.packs], default=0)
         scratch = torch.empty((scratch_rows,) + tuple(buffer.shape[1:]), dtype=buffer.dtype, device=buffer.device)
         staging = torch.empty((staging_rows,) + tuple(buffer.shape[1:]), dtype=buffer.dtype, device=buffer.device)
         bound = _Bound(plan, e, steps, scratch, staging)
@@ -204,8 +189,8 @@ class Executor:
         self._bound[key] = bound
         return bound
 
-    def _bind_step(self, step: StepPlan, e: list[int], part: int | None) -> _BoundStep:
-        snapshots = [(c, e[c], e[c + 1]) for c in step.snapshots]
+    def _bind_step(self, step: StepPlan, e: list[int]) -> _BoundStep:
+        size = lambda cells: sum(e[c + 1] - e[c] for c in cells)  # noqa: E731
         packs, sends, at = [], [], 0
         for msg in step.sends:
             if contiguous(msg.cells):
@@ -213,64 +198,38 @@ class Executor:
             else:
                 kind, a = "staging", at
                 for c in msg.cells:
-                    packs.append((e[c], e[c + 1], at, c))
+                    packs.append((e[c], e[c + 1], at))
                     at += e[c + 1] - e[c]
                 b = at
-            sends += [(msg.peer, kind, x, y) for x, y in _parts(a, b, part)]
-        starts = self._recv_starts(step, e)
-        slot_rows = _slot_rows(step, e, starts)
-        early: dict[int, list[tuple[Apply, int, int]]] = {}
+            if b > a:
+                sends.append((msg.peer, kind, a, b))
+        recvs, slots, at = [], {}, 0
+        for m, msg in enumerate(step.recvs):
+            if msg.direct:
+                a, b, kind = e[msg.cells[0]], e[msg.cells[-1] + 1], "buffer"
+            else:
+                a, b, kind = at, at + size(msg.cells), "scratch"
+                for k, c in enumerate(msg.cells):
+                    slots[(m, k)] = (at, at + e[c + 1] - e[c])
+                    at += e[c + 1] - e[c]
+            recvs.append((msg.peer, kind, a, b, []))
         deferred = []
         for a in step.applies:
             t0, t1 = e[a.cell], e[a.cell + 1]
             if a.message >= 0:
-                peer = step.recvs[a.message].peer
-                s0, s1 = slot_rows[(a.message, a.slot)]
-                if a.early and s1 > s0:
-                    early.setdefault(a.message, []).append((a, s0, s1))
-                else:  # also an empty early write: it has no part to ride on
-                    deferred.append(_Piece(a, peer, t0, t1, "scratch", s0, s1))
+                write = _Write(a, step.recvs[a.message].peer, t0, t1, "scratch", *slots[(a.message, a.slot)])
+                (recvs[a.message][4] if a.early else deferred).append(write)
             elif a.local_cell in step.snapshots:
-                deferred.append(_Piece(a, self.rank, t0, t1, "snapshot", 0, 0))
+                deferred.append(_Write(a, self.rank, t0, t1, "snapshot", 0, 0))
             else:
-                deferred.append(_Piece(a, self.rank, t0, t1, "buffer", e[a.local_cell], e[a.local_cell + 1]))
-        recvs = []
-        for m, msg in enumerate(step.recvs):
-            if msg.direct:
-                recvs += [(msg.peer, "buffer", x, y, []) for x, y in _parts(e[msg.cells[0]], e[msg.cells[-1] + 1], part)]
-                continue
-            size = sum(e[c + 1] - e[c] for c in msg.cells)
-            for x, y in _parts(starts[m], starts[m] + size, part):
-                # the early writes that rows [x, y) of the message feed
-                pieces = [
-                    _Piece(a, msg.peer, e[a.cell] + max(x, s0) - s0, e[a.cell] + min(y, s1) - s0, "scratch", max(x, s0), min(y, s1))
-                    for a, s0, s1 in early.get(m, [])
-                    if max(x, s0) < min(y, s1)
-                ]
-                recvs.append((msg.peer, "scratch", x, y, pieces))
+                deferred.append(_Write(a, self.rank, t0, t1, "buffer", e[a.local_cell], e[a.local_cell + 1]))
+        # an empty message is not sent; its (empty) writes wait for the step's end
+        for peer, kind, a, b, early in recvs:
+            if b <= a:
+                deferred.extend(early)
+        recvs = [r for r in recvs if r[3] > r[2]]
+        snapshots = [(c, e[c], e[c + 1]) for c in step.snapshots]
         return _BoundStep(step, snapshots, packs, sends, recvs, deferred)
-
-
-def _parts(a: int, b: int, part: int | None) -> list[tuple[int, int]]:
-    """Rows [a, b) in parts of at most ``part`` rows; nothing when empty
-    (an empty message is not sent: both sides know its size is zero)."""
-    if b <= a:
-        return []
-    step = part or (b - a)
-    return [(x, min(x + step, b)) for x in range(a, b, step)]
-
-
-def _slot_rows(step: StepPlan, e: list[int], starts: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
-    """Scratch rows of every slot of every (non-direct) receive message."""
-    out = {}
-    for m, msg in enumerate(step.recvs):
-        if msg.direct:
-            continue
-        at = starts[m]
-        for k, c in enumerate(msg.cells):
-            out[(m, k)] = (at, at + e[c + 1] - e[c])
-            at += e[c + 1] - e[c]
-    return out
 
 
 def _require_equal_cells(schedule: Schedule, lengths: np.ndarray) -> None:

@@ -105,7 +105,7 @@ class _Writer:
         return k
 
     def sent(self, step: int, message, parts: list[torch.Tensor]) -> None:
-        """Message ``message`` left with ``parts[k]`` (buffer views) as slot k."""
+        """Message ``message`` left with the buffer view ``parts[k]`` as slot k."""
         rank = self.trace.rank
         for slot, (cell, part) in enumerate(zip(message.cells, parts)):
             start, stop = self._range(part)
@@ -119,7 +119,7 @@ class _Writer:
             self.recorder.record(self.trace, Event("recv", step, message.peer, rank, -1, cell, op, start, stop, self._bytes(part), slot, self._next(step)))
 
     def wrote(self, step: int, peer: int, apply, target: torch.Tensor, value: torch.Tensor) -> None:
-        """``apply`` (or a part of it) wrote ``value`` into the buffer view ``target``."""
+        """``apply`` wrote ``value`` into the buffer view ``target``."""
         rank = self.trace.rank
         start, stop = self._range(target)
         if apply.message >= 0:
@@ -157,11 +157,8 @@ def check_traces(traces: list[RankTrace]) -> TraceCheck:
     ranks = sorted(t.rank for t in traces)
     if ranks != list(range(planned.ranks)):
         return TraceCheck([Violation("postcondition", f"expected one trace per rank 0..{planned.ranks - 1}, got ranks {ranks}")], None)
-    found: list[Violation] = []
-    merged = [_merge_pieces(t, found) for t in traces]
-    for t, events in zip(traces, merged):
-        found += _ranges(t, events)
-    transfers, unmatched = _pair(merged)
+    found = [v for t in traces for v in _ranges(t)]
+    transfers, unmatched = _pair(traces)
     found += unmatched
     traced = _schedule(planned, transfers)
     difference = _first_difference(planned, transfers)
@@ -171,40 +168,11 @@ def check_traces(traces: list[RankTrace]) -> TraceCheck:
     return TraceCheck(found, traced)
 
 
-def _merge_pieces(trace: RankTrace, found: list[Violation]) -> list[Event]:
-    """One receive event per slot: a large message arrives in parts, and the
-    executor logs each part it writes. The parts must tile one range."""
-    out, pieces = [], {}
-    for e in trace.events:
-        if e.kind == "recv":
-            pieces.setdefault((e.step, e.src, e.slot), []).append(e)
-        else:
-            out.append(e)
-    for (step, src, slot), parts in pieces.items():
-        parts.sort(key=lambda e: e.start)
-        first = parts[0]
-        gaps = [(a.stop, b.start) for a, b in zip(parts, parts[1:]) if a.stop != b.start]
-        if gaps or any((p.dst_chunk, p.op) != (first.dst_chunk, first.op) for p in parts):
-            found.append(
-                Violation(
-                    "postcondition",
-                    f"hop {step}: rank {trace.rank} wrote slot {slot} of rank {src}'s message in {len(parts)} parts that do not form one "
-                    f"range of one chunk: {[(p.dst_chunk, p.start, p.stop) for p in parts]}",
-                    step=step,
-                    src=src,
-                    dst=trace.rank,
-                )
-            )
-            continue
-        out.append(replace(first, stop=parts[-1].stop, nbytes=sum(p.nbytes for p in parts), order=min(p.order for p in parts)))
-    return out
-
-
-def _ranges(trace: RankTrace, events: list[Event]) -> list[Violation]:
+def _ranges(trace: RankTrace) -> list[Violation]:
     """Every event's rows must be its chunk's cell, and its bytes those rows."""
     out = []
     b = trace.bounds
-    for e in events:
+    for e in trace.events:
         chunk = e.src_chunk if e.kind == "send" else e.dst_chunk
         what = f"hop {e.step}: rank {trace.rank} {'sent' if e.kind == 'send' else 'wrote'} elements [{e.start}, {e.stop}) as chunk {chunk}"
         if not 0 <= chunk < len(b) - 1:
@@ -227,19 +195,23 @@ class _Transfer:
     order: int
 
 
-def _pair(merged: list[list[Event]]) -> tuple[list[_Transfer], list[Violation]]:
+def _pair(traces: list[RankTrace]) -> tuple[list[_Transfer], list[Violation]]:
     """Match slot k of each message on both sides; locals stand alone."""
-    sends = {(e.step, e.src, e.dst, e.slot): e for events in merged for e in events if e.kind == "send"}
-    transfers, found = [], []
-    for events in merged:
-        for e in events:
+    sends = {(e.step, e.src, e.dst, e.slot): e for t in traces for e in t.events if e.kind == "send"}
+    transfers, found, taken = [], [], set()
+    for t in traces:
+        for e in t.events:
+            key = (e.step, e.src, e.dst, e.slot)
             if e.kind == "local":
                 transfers.append(_Transfer(e.step, e.src, e.dst, e.src_chunk, e.dst_chunk, e.op, e.order))
             elif e.kind == "recv":
-                s = sends.pop((e.step, e.src, e.dst, e.slot), None)
+                s = sends.pop(key, None)
                 if s is None:
-                    found.append(Violation("unmatched", f"hop {e.step}: rank {e.dst} received slot {e.slot} of a message from rank {e.src} that rank {e.src} never sent", step=e.step, src=e.src, dst=e.dst))
+                    again = key in taken
+                    what = "a second time" if again else f"that rank {e.src} never sent"
+                    found.append(Violation("postcondition" if again else "unmatched", f"hop {e.step}: rank {e.dst} wrote slot {e.slot} of a message from rank {e.src} {what}", step=e.step, src=e.src, dst=e.dst))
                     continue
+                taken.add(key)
                 if s.nbytes != e.nbytes:
                     found.append(
                         Violation(
