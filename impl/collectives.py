@@ -24,7 +24,9 @@ method              buffer the schedule runs on (cells: :mod:`.cells`)
 ==================  ===========================================================
 
 Unsupported (op, dtype) pairs raise ``TypeError`` or ``NotImplementedError``
-(:mod:`.reduction`); mismatched sizes raise ``ValueError``.
+(:mod:`.reduction`); mismatched sizes and a root out of range raise
+``ValueError``. Give a :class:`~collspec.impl.trace.Recorder` as
+``recorder`` (or set the attribute) to trace every run.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class ScheduleBackend:
         if key not in self._schedules:
             self._schedules[key] = generate(self.algorithm, collective, self.world_size, **options)
         return self._schedules[key]
+
+    def _root(self, root: int) -> int:
+        if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < self.world_size:
+            raise ValueError(f"root {root!r} is out of range for {self.world_size} ranks (0..{self.world_size - 1})")
+        return root
 
     def _run(self, schedule: Schedule, buffer: torch.Tensor, blocks: int, reduction: Reduction | None) -> None:
         bounds = cell_bounds(buffer.shape[0], schedule.chunks, blocks)
@@ -125,7 +132,7 @@ class Broadcast:
         buffer = _flat_output(tensor)
         if not _same_memory(buffer, tensor):
             buffer.copy_(tensor.reshape(-1))
-        self._run(self.schedule("broadcast", root=root), buffer, 1, None)
+        self._run(self.schedule("broadcast", root=self._root(root)), buffer, 1, None)
         if not _same_memory(buffer, tensor):
             tensor.copy_(buffer.view(tensor.shape))
 
@@ -134,7 +141,7 @@ class Reduce:
     def reduce(self: ScheduleBackend, tensor: torch.Tensor, root: int = 0, op: str = "sum") -> None:
         reduction = Reduction(op, tensor.dtype, self.world_size)
         buffer = reduction.working(tensor, copy=True)
-        self._run(self.schedule("reduce", root=root), buffer, 1, reduction)
+        self._run(self.schedule("reduce", root=self._root(root)), buffer, 1, reduction)
         if self.rank == root:
             reduction.finish(buffer, tensor)
 

@@ -173,6 +173,7 @@ class SharedMemory:
         size = self._slots_at + 2 * world_size * self.capacity
         name = [f"collspec-{uuid.uuid4().hex[:16]}" if rank == 0 else None]
         dist.broadcast_object_list(name, group=group, group_src=0)
+        self.name = name[0]  # of the segment; unlinked once every rank has mapped it
         if rank == 0:
             self._segment = shared_memory.SharedMemory(name[0], create=True, size=size)
         dist.barrier(group=group)

@@ -129,13 +129,15 @@ class _Writer:
         self.recorder.record(self.trace, event)
 
 
-def gather(traces: list[RankTrace], group=None) -> list[list[RankTrace]] | None:
-    """Every rank's traces, on rank 0 (``None`` elsewhere): call on all ranks."""
+def gather(traces: list[RankTrace], group=None) -> list[RankTrace] | None:
+    """Every rank's ``traces``, on the group's rank 0, in rank order (``None``
+    elsewhere). Call it on every rank of ``group``; pass the traces of one
+    run to :func:`check_traces`."""
     import torch.distributed as dist
 
     everyone = [None] * dist.get_world_size(group) if dist.get_rank(group) == 0 else None
-    dist.gather_object(traces, everyone, dst=0, group=group)
-    return everyone
+    dist.gather_object(traces, everyone, group=group, group_dst=0)
+    return None if everyone is None else [t for rank in everyone for t in rank]
 
 
 # -- checking ---------------------------------------------------------------------

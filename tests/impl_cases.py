@@ -183,11 +183,12 @@ def call(backend, case: Case, rank: int, device: str = "cpu") -> tuple[torch.Ten
 
 def run_cases(rank: int, world: int, cases: list[Case], device: str = "cpu") -> dict:
     """Every case on the ranks it needs; returns {case index: (output,
-    input kept, traces)} for this rank's cases. With ``device="cuda"`` the
-    tensors live on this rank's GPU."""
+    input kept, traces)} for this rank's cases, where rank 0 holds every
+    rank's traces of a recorded case. With ``device="cuda"`` the tensors
+    live on this rank's GPU."""
     import torch.distributed as dist
 
-    from collspec.impl.trace import Recorder
+    from collspec.impl.trace import Recorder, gather
 
     groups = {n: dist.new_group(list(range(n))) for n in range(1, world)}
     groups[world] = None
@@ -203,10 +204,12 @@ def run_cases(rank: int, world: int, cases: list[Case], device: str = "cpu") -> 
         recorder.traces.clear()
         backends[key].recorder = recorder if case.record else None
         out, kept = call(backends[key], case, rank, device)
-        results[i] = (to_numpy(out), kept, list(recorder.traces))
+        traces = gather(list(recorder.traces), groups[case.ranks]) if case.record else None
+        results[i] = (to_numpy(out), kept, traces or [])
     for b in backends.values():
         if hasattr(b, "close"):
             b.close()
+    results["shm segments"] = [b.name for b in backends.values() if hasattr(b, "name")]
     dist.barrier()
     return results
 

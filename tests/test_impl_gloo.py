@@ -8,6 +8,7 @@ interpreter and the checker.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -67,11 +68,14 @@ CASES = MATRIX + OPS_DTYPES + LARGE + INPLACE + STRIDED + SHM + [WRONG_HOP]
 
 @pytest.fixture(scope="module")
 def outcome():
-    """{case index: [per rank (output, input kept, traces)]} from one run of every case."""
+    """{case index: [per rank (output, input kept, traces)]} from one run of
+    every case; rank 0 holds all ranks' traces (gathered with trace.gather)."""
     started = time.perf_counter()
     per_rank = values(run_ranks(4, run_cases, CASES, timeout=600))
     print(f"{len(CASES)} cases on 4 ranks in {time.perf_counter() - started:.1f} s")
-    return {i: [per_rank[r][i] for r in range(case.ranks)] for i, case in enumerate(CASES)}
+    out = {i: [per_rank[r][i] for r in range(case.ranks)] for i, case in enumerate(CASES)}
+    out["shm segments"] = per_rank[0]["shm segments"]
+    return out
 
 
 def _failures(outcome, cases, problem) -> list[str]:
@@ -120,8 +124,8 @@ def test_traces_pass_the_checker(outcome):
     assert len(recorded) > 150
     failures = []
     for i, case in recorded:
-        traces = [t for result in outcome[i] for t in result[2]]
-        assert len(traces) == case.ranks, case.label()
+        traces = outcome[i][0][2]
+        assert sorted(t.rank for t in traces) == list(range(case.ranks)), case.label()
         result = check_traces(traces)
         errors = [str(v) for v in result.violations if v.is_error]
         if errors:
@@ -148,6 +152,16 @@ def test_shm_matches_the_spec_fold_bit_for_bit(outcome):
 
     failures = _failures(outcome, cases, problem)
     assert not failures, "\n".join(failures[:20])
+    floats = [i for i, c in enumerate(CASES) if c in cases and c.collective == "allreduce" and c.dtype.startswith(("float", "bfloat")) and c.ranks > 1 and c.count]
+    assert len(floats) > 40
+    for i in floats:  # and so every rank holds identical bits
+        assert len({r[0].tobytes() for r in outcome[i]}) == 1, CASES[i].label()
+
+
+def test_shm_leaves_no_segment_behind(outcome):
+    names = outcome["shm segments"]
+    assert len(set(names)) == len(names) >= 5  # one per (shm configuration, world size) used
+    assert not [n for n in names if os.path.exists(f"/dev/shm/{n}")]
 
 
 def test_wrong_chunk_on_one_hop_is_caught_by_the_trace_check(outcome):
@@ -155,7 +169,7 @@ def test_wrong_chunk_on_one_hop_is_caught_by_the_trace_check(outcome):
     reduce-scatter hop of a 4-rank ring); the trace check names that hop, the
     ranks and the chunks, and the checker sees the wrong column."""
     i = CASES.index(WRONG_HOP)
-    result = check_traces([t for r in outcome[i] for t in r[2]])
+    result = check_traces(outcome[i][0][2])
     first = [v for v in result.violations if v.kind == "postcondition"]
     assert first and (first[0].step, first[0].src, first[0].dst) == (2, 1, 2), [str(v) for v in result.violations]
     assert "reduce-scatter hop 3 (step 2): rank 2's chunk 2 should get reduce of rank 1's chunk 2 but got reduce of rank 1's chunk 3" in first[0].message
