@@ -121,7 +121,7 @@ def _step_plan(index: int, step: Step, rank: int) -> StepPlan:
             m, k = slot_of[t]
             if not recvs[m].direct:
                 c = int(step.dst_chunk[t])
-                applies.append(Apply(t, c, int(step.op[t]), m, k, early=written[c] == 1 and c not in read))
+                applies.append(Apply(t, c, int(step.op[t]), m, k, early=bool(written[c] == 1) and c not in read))
         else:
             applies.append(Apply(t, int(step.dst_chunk[t]), int(step.op[t]), -1, -1, int(step.src_chunk[t])))
     written_cells = set(int(c) for c in step.dst_chunk[writes])

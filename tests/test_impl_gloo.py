@@ -71,7 +71,7 @@ def outcome():
     """{case index: [per rank (output, input kept, traces)]} from one run of
     every case; rank 0 holds all ranks' traces (gathered with trace.gather)."""
     started = time.perf_counter()
-    per_rank = values(run_ranks(4, run_cases, CASES, timeout=600))
+    per_rank = values(run_ranks(4, run_cases, CASES, timeout=240))  # within pytest's 300 s
     print(f"{len(CASES)} cases on 4 ranks in {time.perf_counter() - started:.1f} s")
     out = {i: [per_rank[r][i] for r in range(case.ranks)] for i, case in enumerate(CASES)}
     out["shm segments"] = per_rank[0]["shm segments"]

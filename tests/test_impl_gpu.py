@@ -61,12 +61,12 @@ def _cases(n: int) -> list[Case]:
 
 def test_every_schedule_at_world_size_one_over_nccl():
     cases = _cases(1)
-    _check(cases, values(run_ranks(1, run_cases, cases, "cuda", backend="nccl", timeout=600)))
+    _check(cases, values(run_ranks(1, run_cases, cases, "cuda", backend="nccl", timeout=240)))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="nccl point-to-point needs two GPUs or more (one rank per GPU)")
 def test_schedules_over_nccl_point_to_point():
     n = min(torch.cuda.device_count(), 4)
     cases = _cases(n)
-    _check(cases, values(run_ranks(n, run_cases, cases, "cuda", backend="nccl", timeout=600)))
+    _check(cases, values(run_ranks(n, run_cases, cases, "cuda", backend="nccl", timeout=240)))
 
