@@ -61,19 +61,7 @@ class Direct(AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, S
     algorithm = "direct"
 
 
-#: conformance name -> class
-BUILTIN = {
-    "ring": Ring,
-    "recursive-doubling": RecursiveDoubling,
-    "halving-doubling": HalvingDoubling,
-    "binary-tree": BinaryTree,
-    "hierarchical-ring": HierarchicalRing,
-    "direct": Direct,
-    "shm": SharedMemory,
-}
-
 __all__ = [
-    "BUILTIN",
     "BinaryTree",
     "Direct",
     "HalvingDoubling",
