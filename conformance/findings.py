@@ -41,6 +41,12 @@ KNOWN: tuple[Finding, ...] = (
         "gloo's reduce leaves partial results in the non-root ranks' buffers; torch.distributed documents "
         "the result only on the destination rank, while the spec requires every other rank's buffer untouched",
     ),
+    Finding(
+        "direct", "allreduce", "ranks-disagree", None,
+        "direct exchange: every rank adds the others' vectors into its own, each starting from itself, so "
+        "floating-point sums differ in order and bits differ across ranks (within the error bound); "
+        "'collspec check -a direct -c allreduce' predicts it as a ranks-disagree warning",
+    ),
 )
 
 

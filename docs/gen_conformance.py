@@ -2,10 +2,12 @@
 
     .venv/bin/python docs/gen_conformance.py
 
-runs ``collspec conform --quick --world-size 4`` on gloo and on MPI (Open
-MPI under mpiexec) and writes what they support, what they refuse, and where
-they disagree with the spec. ``tests/test_conformance_backends.py`` runs the
-same two commands and fails when a matrix no longer matches this file.
+runs ``collspec conform --quick --world-size 4`` on gloo, on MPI (Open MPI
+under mpiexec) and on collspec's own implementations (impl/: the ring
+schedule executor, direct exchange and the shared-memory kernel) and writes
+what they support, what they refuse, and where they disagree with the spec.
+``tests/test_conformance_backends.py`` runs the same commands and fails when
+a matrix no longer matches this file.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BACKENDS = ("gloo", "mpi")
+BACKENDS = ("gloo", "mpi", "ring", "direct", "shm")
 WORLD = 4
 
 

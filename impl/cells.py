@@ -5,10 +5,12 @@ A models schedule works on ``chunks`` cells per rank; a real buffer has
 that cuts a buffer into cells, so the executor, the shared-memory kernel and
 the trace check agree on every element range.
 
-The rule: the buffer is cut into ``blocks`` equal blocks (one per rank for
-reduce-scatter and all-gather, whose blocks the collective fixes; one block
-for everything else), and each block into ``chunks / blocks`` near-equal
-cells, the first ``size % parts`` of them one element longer. So 7 elements
+The rule: the buffer is cut into ``blocks`` near-equal blocks (one per rank
+for reduce-scatter and all-gather, whose blocks the collective fixes; one
+block for everything else), and each block into ``chunks / blocks``
+near-equal cells; in both cuts the first ``size % parts`` pieces are one
+element longer (the per-rank counts conformance uses for sizes N does not
+divide). So 7 elements
 in 3 cells are 3 + 2 + 2, and 2 elements in 4 cells are 1 + 1 + 0 + 0: cells
 may be empty, and an empty cell is a transfer of zero bytes.
 
@@ -42,14 +44,14 @@ def cell_bounds(count: int, chunks: int, blocks: int = 1) -> np.ndarray:
     """Boundaries of ``chunks`` cells over ``count`` elements: cell c is the
     half-open range ``[bounds[c], bounds[c + 1])``.
 
-    ``count`` must be divisible by ``blocks`` and ``chunks`` by ``blocks``;
-    each block holds ``chunks / blocks`` consecutive cells.
+    The buffer is first cut into ``blocks`` near-equal blocks (one per rank
+    for reduce-scatter and all-gather: the ``_v`` forms' per-rank counts when
+    ``blocks`` does not divide ``count``), then each block into ``chunks /
+    blocks`` near-equal cells.
     """
     if blocks < 1 or chunks % blocks:
         raise SpecError(f"a schedule of {chunks} chunks cannot be cut into {blocks} equal blocks of cells", field="chunks")
-    if count % blocks:
-        raise SpecError(f"count {count} is not divisible into {blocks} equal blocks", field="count")
-    block = count // blocks
-    inner = near_equal(block, chunks // blocks)[:-1]
-    starts = (np.arange(blocks, dtype=np.int64)[:, None] * block + inner[None, :]).ravel()
-    return np.concatenate((starts, [count])).astype(np.int64)
+    edges = near_equal(count, blocks)
+    per_block = chunks // blocks
+    starts = [edges[b] + near_equal(int(edges[b + 1] - edges[b]), per_block)[:-1] for b in range(blocks)]
+    return np.concatenate(starts + [[count]]).astype(np.int64)

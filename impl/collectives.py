@@ -11,7 +11,8 @@ method              buffer the schedule runs on (cells: :mod:`.cells`)
 ==================  ===========================================================
 ``all_reduce``      the tensor itself when contiguous (a copy otherwise, and
                     the working form for integer avg), in place
-``reduce_scatter``  a working copy of ``input`` in blocks of count/N; rank r's
+``reduce_scatter``  a working copy of ``input`` in N near-equal blocks (the
+                    first count mod N ranks one element more); rank r's
                     result (the schedule's output cells) is written to
                     ``output``. ``input`` is never modified outside
                     ``output``, so in place (``output`` the block r of
@@ -37,7 +38,7 @@ import torch.distributed as dist
 from ..models.generators import generate
 from ..models.layout import owner_of
 from ..models.schedule import Schedule
-from .cells import cell_bounds
+from .cells import cell_bounds, near_equal
 from .executor import Executor
 from .reduction import Reduction
 
@@ -86,8 +87,10 @@ def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.is_contiguous() and b.is_contiguous() and a.numel() == b.numel() and a.data_ptr() == b.data_ptr() and a.dtype == b.dtype
 
 
-def _block(flat: torch.Tensor, rank: int, size: int) -> torch.Tensor:
-    return flat[rank * size : (rank + 1) * size]
+def _block(flat: torch.Tensor, rank: int, blocks: int) -> torch.Tensor:
+    """Rank ``rank``'s block when ``flat`` is cut into near-equal blocks."""
+    edges = near_equal(flat.numel(), blocks)
+    return flat[int(edges[rank]) : int(edges[rank + 1])]
 
 
 class AllReduce:
@@ -100,14 +103,15 @@ class AllReduce:
 
 class ReduceScatter:
     def reduce_scatter(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
-        n, m = self.world_size, output.numel()
-        if input.numel() != n * m:
-            raise ValueError(f"reduce_scatter: input has {input.numel()} elements; it needs world_size * output = {n} * {m}")
+        n, count = self.world_size, input.numel()
+        mine = int(near_equal(count, n)[self.rank + 1] - near_equal(count, n)[self.rank])
+        if output.numel() != mine:
+            raise ValueError(f"reduce_scatter: output has {output.numel()} elements; rank {self.rank}'s block of {count} over {n} ranks has {mine}")
         reduction = Reduction(op, input.dtype, n)
         schedule = self.schedule("reduce_scatter")
         buffer = reduction.working(input, copy=True)
         self._run(schedule, buffer, n, reduction)
-        bounds = cell_bounds(n * m, schedule.chunks, n)
+        bounds = cell_bounds(count, schedule.chunks, n)
         owned = owner_of(schedule)[self.rank]
         result = torch.cat([buffer[int(bounds[c]) : int(bounds[c + 1])] for c in owned])
         reduction.finish(result, output)
@@ -115,11 +119,11 @@ class ReduceScatter:
 
 class AllGather:
     def all_gather(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor) -> None:
-        n, m = self.world_size, input.numel()
-        if output.numel() != n * m:
-            raise ValueError(f"all_gather: output has {output.numel()} elements; it needs world_size * input = {n} * {m}")
+        n = self.world_size
         buffer = _flat_output(output)
-        mine = _block(buffer, self.rank, m)
+        mine = _block(buffer, self.rank, n)
+        if input.numel() != mine.numel():
+            raise ValueError(f"all_gather: input has {input.numel()} elements; rank {self.rank}'s block of {output.numel()} over {n} ranks has {mine.numel()}")
         if not _same_memory(mine, input):
             mine.copy_(input.reshape(-1))
         self._run(self.schedule("allgather"), buffer, n, None)

@@ -255,6 +255,8 @@ class SharedMemory:
 
     def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
         n, m = self.world_size, output.numel()
+        if input.numel() % n:
+            raise NotImplementedError(f"shm reduce_scatter: {input.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if input.numel() != n * m:
             raise ValueError(f"reduce_scatter: input has {input.numel()} elements; it needs world_size * output = {n} * {m}")
         reduction = _cpu_reduction(op, input, n)
@@ -270,6 +272,8 @@ class SharedMemory:
 
     def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> None:
         n, m = self.world_size, input.numel()
+        if output.numel() % n:
+            raise NotImplementedError(f"shm all_gather: {output.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if output.numel() != n * m:
             raise ValueError(f"all_gather: output has {output.numel()} elements; it needs world_size * input = {n} * {m}")
         if input.is_cuda or output.is_cuda:

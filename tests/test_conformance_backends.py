@@ -65,6 +65,11 @@ def test_open_mpi_quick_matches_the_documented_matrix():
     check_against_docs("mpi")
 
 
+@pytest.mark.parametrize("backend", ["ring", "direct", "shm"])
+def test_collspec_implementations_quick_match_the_documented_matrix(backend):
+    check_against_docs(backend)
+
+
 def test_the_reference_backend_passes_everything_at_three_ranks():
     result = conform("reference", world_size=3, mode="quick")
     assert result.counts() == {"pass": sum(result.counts().values())}
