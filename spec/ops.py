@@ -10,6 +10,11 @@ max    the largest x_i (NaN if any x_i is NaN)
 avg    the sum divided by N (see below)
 =====  ===================================================================
 
+min and max compare values: where +0 and -0 tie, the spec accepts either
+sign (numpy keeps a different operand per dtype, torch always the first),
+and a NaN result may be any NaN. Conformance compares them by value
+(:func:`collspec.spec.accuracy.check_reduction`), not by bits.
+
 Integers wrap around modulo 2**bits, as every collective library does: an
 int8 sum of 100 and 100 is -56. Floats round to the element type after every
 operation, in rank order (:func:`collspec.spec.kernel.fold`); other orders

@@ -20,8 +20,6 @@ from conformance_support import ZOO, leftover_processes
         (["--backend", "nosuch.py:X"], "no such file nosuch.py"),
         (["--backend", f"{ZOO}/drops_rank.py:Nope"], "drops_rank.py has no class Nope"),
         (["--backend", "gloo", "--world-size", "0"], "--world-size 0"),
-        (["--backend", "ring"], "backend 'ring' is not available"),
-        (["--backend", "shm"], "backend 'shm' is not available"),
         (["--backend", "nosuchmodule:X"], "no module named nosuchmodule"),
         (["--backend", ":X"], "use a built-in name"),
         (["--backend", "gloo", "--dtype", "int3"], "unknown dtype 'int3'"),

@@ -39,14 +39,16 @@ def test_sizes_not_divisible_by_the_chunks():
     assert cell_bounds(7, 4).tolist() == [0, 2, 4, 6, 7]
     assert cell_bounds(0, 3).tolist() == [0, 0, 0, 0]
     assert cell_bounds(1, 4).tolist() == [0, 1, 1, 1, 1]
+    # 7 elements over 2 ranks' blocks (4 + 3, as conformance's per-rank
+    # counts), each block in 2 cells
+    assert cell_bounds(7, 4, 2).tolist() == [0, 2, 4, 6, 7]
 
 
 @pytest.mark.parametrize(
     "count, chunks, blocks, message",
     [
-        (7, 4, 2, "count 7 is not divisible into 2 equal blocks"),
         (8, 3, 2, "a schedule of 3 chunks cannot be cut into 2 equal blocks"),
-        (-1, 2, 1, "cannot cut -1 elements into 2 pieces"),
+        (-1, 2, 1, "cannot cut -1 elements into 1 pieces"),
     ],
 )
 def test_impossible_cuts_are_refused_with_the_reason(count, chunks, blocks, message):
