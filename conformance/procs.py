@@ -18,9 +18,10 @@ import time
 TAG = "COLLSPEC_RUN_ID"
 
 
-def tagged(run_id: str) -> list[int]:
-    """Live processes carrying ``run_id`` (zombies have no environment and are not listed)."""
-    needle = f"{TAG}={run_id}".encode() + b"\0"
+def tagged(run_id: str | None) -> list[int]:
+    """Live processes carrying ``run_id``, or any run's tag when it is None
+    (zombies have no environment and are not listed)."""
+    needle = f"{TAG}={run_id}".encode() + b"\0" if run_id is not None else f"{TAG}=".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from collspec.conformance.procs import tagged
 
 ZOO = Path(__file__).resolve().parent / "zoo_backends"
 
@@ -11,18 +12,12 @@ ZOO = Path(__file__).resolve().parent / "zoo_backends"
 def leftover_processes() -> list[str]:
     """Command lines of live processes started by any conformance run (tagged COLLSPEC_RUN_ID)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
+    for pid in tagged(None):
         try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if b"COLLSPEC_RUN_ID=" not in handle.read():
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            found.append(f"{entry}: {command}")
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                found.append(f"{pid}: " + handle.read().replace(b"\0", b" ").decode(errors="replace"))
         except OSError:
-            continue
+            continue  # it ended meanwhile
     return found
 
 
