@@ -122,12 +122,13 @@ class _Collector:
         if count < LIST_LIMIT:
             self.listed.append(violation)
 
-    def wants(self, kind: str) -> bool:
-        """Whether another violation of ``kind`` would still be listed."""
-        return self.counts.get(kind, 0) < LIST_LIMIT
-
-    def count_only(self, kind: str) -> None:
-        self.counts[kind] = self.counts.get(kind, 0) + 1
+    def full(self, kind: str) -> bool:
+        """True (and one more counted) when no more of ``kind`` are listed,
+        so a caller can skip building a message nobody will see."""
+        if self.counts.get(kind, 0) < LIST_LIMIT:
+            return False
+        self.counts[kind] += 1
+        return True
 
 
 def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool | None = None, synchronous: bool = True) -> CheckResult:
@@ -249,8 +250,7 @@ def _link_overload(schedule: Schedule, flat: _Flat, capacity: int, found: _Colle
         return
     unique, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     for g in np.flatnonzero(counts > capacity):
-        if not found.wants("link-overload"):
-            found.count_only("link-overload")
+        if found.full("link-overload"):
             continue
         members = idx[inverse == g]
         first = int(members[0])
@@ -302,8 +302,7 @@ def _link_repeat(schedule: Schedule, flat: _Flat, sent_column: np.ndarray, found
     k = key[order]
     for p in np.flatnonzero(k[1:] == k[:-1]):
         first, again = int(network[order[p]]), int(network[order[p + 1]])
-        if not found.wants("link-repeat"):
-            found.count_only("link-repeat")
+        if found.full("link-repeat"):
             continue
         chunk = int(identity[order[p]]) if identity[order[p]] < cells else int(flat.src_chunk[first])
         phase = flat.phase_names[int(flat.phase[first])]

@@ -329,6 +329,19 @@ def _after_all_gather(code: RingCode, before, incoming, combine):
     return z3.If(z3.BoolVal(code.all_gather_op == COPY), incoming, combine(before, incoming))
 
 
+def _all_gather_forwards(code: RingCode, first_words: str, step_words: str) -> list[Query]:
+    """The induction both all-gather proofs share: hop 0 sends the owner's
+    chunk, and every later hop forwards what arrived the hop before."""
+    sender = code.prev(r, N)
+    _, first, _ = code.ag(r, 0, N)
+    _, sent, _ = code.ag(r, s, N)
+    to_r_before, received_before, _ = code.ag(sender, s - 1, N)
+    return [
+        Query(first_words, _ranks(r), first == code.owner(r, N)),
+        Query(step_words, _ranks(r) + _hops(code, s, first=1), z3.And(to_r_before == r, sent == received_before)),
+    ]
+
+
 def all_gather(code: RingCode) -> list:
     """After the all-gather every rank holds every chunk, complete.
 
@@ -342,9 +355,6 @@ def all_gather(code: RingCode) -> list:
     a cell's value is a count per contributor, complete = 1 for every rank.
     """
     sender = code.prev(r, N)
-    _, first, _ = code.ag(r, 0, N)
-    _, sent, _ = code.ag(r, s, N)
-    to_r_before, received_before, _ = code.ag(sender, s - 1, N)
     before = z3.Int("count_before")
 
     def reaches_every_rank() -> Outcome:
@@ -368,13 +378,11 @@ def all_gather(code: RingCode) -> list:
             _search(missing),
         )
 
-    return [
-        Query("base (hop 0): each rank first sends the chunk it owns, completed by the reduce-scatter", _ranks(r), first == code.owner(r, N)),
-        Query(
-            "step (hop s >= 1): each rank forwards the chunk it received at hop s - 1",
-            _ranks(r) + _hops(code, s, first=1),
-            z3.And(to_r_before == r, sent == received_before),
-        ),
+    return _all_gather_forwards(
+        code,
+        "base (hop 0): each rank first sends the chunk it owns, completed by the reduce-scatter",
+        "step (hop s >= 1): each rank forwards the chunk it received at hop s - 1",
+    ) + [
         Query(
             "every hop: the receiver's cell becomes the complete chunk (count 1 per rank), whatever it held",
             [before >= 0],
@@ -399,19 +407,14 @@ def identical_bits(code: RingCode) -> list[Query]:
     value = z3.DeclareSort("Value")
     before, incoming = z3.Consts("before incoming", value)
     combine = z3.Function("combine", value, value, value)
-    sender = code.prev(r, N)
-    _, first, _ = code.ag(r, 0, N)
-    _, sent, _ = code.ag(r, s, N)
-    to_r_before, received_before, _ = code.ag(sender, s - 1, N)
-    to_r, received, _ = code.ag(sender, s, N)
+    to_r, received, _ = code.ag(code.prev(r, N), s, N)
     return [
         Query("every all-gather transfer is a copy: the receiver's cell becomes the incoming value", [], _after_all_gather(code, before, incoming, combine) == incoming),
-        Query("base: the first all-gather hop sends the owner's final value", _ranks(r), first == code.owner(r, N)),
-        Query(
-            "step: every later hop forwards the value received the hop before (a copy of its owner's)",
-            _ranks(r) + _hops(code, s, first=1),
-            z3.And(to_r_before == r, sent == received_before),
-        ),
+    ] + _all_gather_forwards(
+        code,
+        "base: the first all-gather hop sends the owner's final value",
+        "step: every later hop forwards the value received the hop before (a copy of its owner's)",
+    ) + [
         Query(
             "the owner's final value is never overwritten: no rank receives its own chunk in the all-gather",
             _ranks(r) + _hops(code, s),

@@ -82,30 +82,32 @@ def rd_allgather(n: int) -> Schedule:
     return Schedule("allgather", n, n, tuple(steps), name=f"recursive-doubling allgather, {n} ranks", link_capacity=_largest_message(steps))
 
 
-def _halving(n: int) -> list[Step]:
-    p, _, levels = _split(n)
+def _hypercube_phase(n: int, bits: range, op: int, phase: str, verb: str, keeps_partner_half: bool) -> list[Step]:
+    """One step per bit: rank i sends its partner across ``bit`` the chunks
+    whose finishing rank agrees with the partner (halving: the half it hands
+    over) or with itself (doubling: everything it has finished so far) on
+    that bit and every higher one."""
+    p, _, _ = _split(n)
     chunks = np.arange(n)
     v = _virtual(chunks, p)
     steps = []
-    for k in range(levels):
-        b = levels - 1 - k
+    for b in bits:
         pairs = []
         for i in range(p):
             partner = hypercube_partner(i, b)
-            pairs.append((i, partner, chunks[(v >> b) == (partner >> b)]))
-        steps.append(_send_sets(pairs, REDUCE, "reduce-scatter", f"halving across bit {b}"))
+            owner = partner if keeps_partner_half else i
+            pairs.append((i, partner, chunks[(v >> b) == (owner >> b)]))
+        steps.append(_send_sets(pairs, op, phase, f"{verb} across bit {b}"))
     return steps
+
+
+def _halving(n: int) -> list[Step]:
+    levels = _split(n)[2]
+    return _hypercube_phase(n, range(levels - 1, -1, -1), REDUCE, "reduce-scatter", "halving", True)
 
 
 def _doubling(n: int) -> list[Step]:
-    p, _, levels = _split(n)
-    chunks = np.arange(n)
-    v = _virtual(chunks, p)
-    steps = []
-    for b in range(levels):
-        pairs = [(i, hypercube_partner(i, b), chunks[(v >> b) == (i >> b)]) for i in range(p)]
-        steps.append(_send_sets(pairs, COPY, "all-gather", f"doubling across bit {b}"))
-    return steps
+    return _hypercube_phase(n, range(_split(n)[2]), COPY, "all-gather", "doubling", False)
 
 
 def _largest_message(steps: list[Step]) -> int:
