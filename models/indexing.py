@@ -135,7 +135,7 @@ def _z3():
 def constant(value, like):
     """The int ``value`` in the sort of ``like`` (a Z3 integer or bit-vector
     term), or unchanged when ``like`` is a number or array."""
-    if not _symbolic(like) or _symbolic(value):
+    if not _symbolic(like) or _symbolic(value) or isinstance(value, (bool, np.bool_)):
         return value
     z3 = _z3()
     if z3.is_bv(like):
@@ -162,7 +162,7 @@ def where(condition, if_true, if_false):
     if _symbolic(condition, if_true, if_false):
         z3 = _z3()
         like = if_true if _symbolic(if_true) else if_false if _symbolic(if_false) else _number_in(condition)
-        if like is None or z3.is_bool(like):
+        if like is None or z3.is_bool(like) or isinstance(if_true, (bool, np.bool_)) or isinstance(if_false, (bool, np.bool_)):
             return z3.If(condition, if_true, if_false)
         return z3.If(condition, constant(if_true, like), constant(if_false, like))
     return np.where(condition, if_true, if_false)
@@ -206,14 +206,13 @@ def floordiv(a, b):
 
 
 def floor_log2(v):
-    """floor(log2 v) for 1 <= v < 2**RANK_BITS: the number of powers of two
-    2, 4, ... that are <= v. Written as a sum of comparisons so that numpy
-    and Z3 (integers or bit-vectors) evaluate the same expression."""
-    one, zero = constant(1, v), constant(0, v)
-    total = where(v >= 2, one, zero)
-    for bit in range(2, RANK_BITS):
-        total = total + where(v >= (1 << bit), one, zero)
-    return total
+    """floor(log2 v) for 1 <= v < 2**RANK_BITS: the highest power of two
+    2**b <= v, found by comparisons (a priority encoder) so that numpy and
+    Z3 (integers or bit-vectors) evaluate the same expression."""
+    result = constant(0, v)
+    for bit in range(1, RANK_BITS):
+        result = where(v >= (1 << bit), constant(bit, v), result)
+    return result
 
 
 def largest_power_of_two(n):

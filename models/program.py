@@ -49,8 +49,9 @@ from .schedule import COPY, REDUCE, Schedule, Step
 REFINE_SAMPLES = 48
 #: Z3 sorts a program's functions can be evaluated on.
 INT, BITVEC = "int", "bitvec"
-#: Width of the bit-vectors for programs that use bit operations (ranks < 2**17).
-BITVEC_WIDTH = 32
+#: Width of the bit-vectors for programs that use bit operations: ranks and
+#: cells stay below 2**18 (N <= 2**16, a heap child 2p + 2), far from overflow.
+BITVEC_WIDTH = 20
 
 
 @dataclass(frozen=True)
@@ -184,11 +185,11 @@ def refine(program: Program, schedule: Schedule) -> None:
     sym, v = symbolic(program)
     cast = (lambda x: z3.BitVecVal(int(x), BITVEC_WIDTH)) if program.sort == BITVEC else z3.IntVal
     bindings = [(v["N"], cast(n))] + [(v[k], cast(program.params[k])) for k in program.params]
-    expected_steps = _value(z3.substitute(_as_term(sym.steps(v["N"]), v["N"]), *bindings), program.sort)
+    expected_steps = _value(z3.substitute(as_term(sym.steps(v["N"]), v["N"]), *bindings), program.sort)
     if expected_steps != len(schedule.steps):
         raise RefinementError(f"{schedule.label()}: built {len(schedule.steps)} steps, the proved function has {expected_steps}")
     term = sym.transfer(v["N"], v["s"], v["r"], v["j"])
-    fields = [_as_term(f, v["N"]) for f in (term.active, term.dst, term.src_chunk, term.dst_chunk, term.op)]
+    fields = [as_term(f, v["N"]) for f in (term.active, term.dst, term.src_chunk, term.dst_chunk, term.op)]
     for s, r, j in _sample(schedule, program):
         point = bindings + [(v["s"], cast(s)), (v["r"], cast(r)), (v["j"], cast(j))]
         active, dst, src_chunk, dst_chunk, op = (_value(z3.substitute(f, *point), program.sort) for f in fields)
@@ -218,15 +219,19 @@ def _slot_position(program: Program, step: Step, n: int, s: int, r: int, j: int)
     return int(np.searchsorted(step.src, r, side="left")) + int(np.count_nonzero(active[:j]))
 
 
-def _as_term(value, like):
-    """A Python int or bool as a Z3 term of ``like``'s sort."""
+def as_term(value, like):
+    """A Python (or numpy) int or bool as a Z3 term of ``like``'s sort; Z3
+    terms pass through."""
     import z3
 
     if isinstance(value, (bool, np.bool_)):
         return z3.BoolVal(bool(value))
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+        return as_term(value, like)
     if isinstance(value, (int, np.integer)):
         return z3.BitVecVal(int(value), like.size()) if z3.is_bv(like) else z3.IntVal(int(value))
     return value
 
 
-__all__ = ["Program", "Transfer", "RefinementError", "refine", "symbolic", "COPY", "REDUCE", "INT", "BITVEC"]
+__all__ = ["Program", "Transfer", "RefinementError", "refine", "symbolic", "as_term", "COPY", "REDUCE", "INT", "BITVEC"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import indexing as ix
 from ..indexing import tree_parent
-from ..program import Program, Transfer
+from ..program import BITVEC, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
 
 
@@ -30,11 +30,16 @@ def levels(n):
 
 
 def _position(r, root, n):
-    return (r - root + n) % n
+    """Rank r's position in the tree rooted at ``root`` (r itself for root 0)."""
+    return r if _is_zero(root) else (r - root + n) % n
 
 
 def _rank(p, root, n):
-    return (p + root) % n
+    return p if _is_zero(root) else (p + root) % n
+
+
+def _is_zero(root) -> bool:
+    return isinstance(root, int) and root == 0
 
 
 def _up(n, t, r, j, root) -> Transfer:
@@ -58,7 +63,10 @@ def _down_label(n, t):
     return "broadcast", f"broadcast level {t + 1}"
 
 
-def allreduce_program(root=0) -> Program:
+def allreduce_program() -> Program:
+    """Rooted at rank 0, so positions are ranks."""
+    root = 0
+
     def transfer(n, s, r, j):
         up, down = _up(n, s, r, j, root), _down(n, s - levels(n), r, j, root)
         first = s < levels(n)
@@ -68,17 +76,17 @@ def allreduce_program(root=0) -> Program:
         return _up_label(n, s) if s < int(levels(n)) else _down_label(n, s - int(levels(n)))
 
     return Program("binary-tree", "allreduce", lambda n: 1, lambda n: 2 * levels(n), lambda n: 2, transfer, label,
-                   lambda root: allreduce_program(root), params={"root": root}, title=lambda n: f"binary-tree allreduce, {n} ranks")
+                   allreduce_program, sort=BITVEC, title=lambda n: f"binary-tree allreduce, {n} ranks")
 
 
 def reduce_program(root=0) -> Program:
     return Program("binary-tree", "reduce", lambda n: 1, levels, lambda n: 1, lambda n, s, r, j: _up(n, s, r, j, root), _up_label,
-                   lambda root: reduce_program(root), params={"root": root}, root=root, title=lambda n: f"binary-tree reduce, {n} ranks")
+                   lambda root: reduce_program(root), params={"root": root}, root=root, sort=BITVEC, title=lambda n: f"binary-tree reduce, {n} ranks")
 
 
 def broadcast_program(root=0) -> Program:
     return Program("binary-tree", "broadcast", lambda n: 1, levels, lambda n: 2, lambda n, s, r, j: _down(n, s, r, j, root), _down_label,
-                   lambda root: broadcast_program(root), params={"root": root}, root=root, title=lambda n: f"binary-tree broadcast, {n} ranks")
+                   lambda root: broadcast_program(root), params={"root": root}, root=root, sort=BITVEC, title=lambda n: f"binary-tree broadcast, {n} ranks")
 
 
 def allreduce(n: int) -> Schedule:
