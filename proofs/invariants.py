@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..models import indexing as ix
 from ..models.generators import tree as tree_gen
-from ..models.generators.recursive import split
+from ..models.generators.recursive import split, virtual
 from .induction import Invariant
 
 
@@ -183,6 +183,92 @@ def recursive_doubling_allreduce() -> Invariant:
     return Invariant(_always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
 
 
+def _clamp(v, low, high):
+    return ix.where(v < low, low, ix.where(v > high, high, v))
+
+
+def _bit(b, like):
+    """2**b on ``like``'s sort."""
+    return ix.shift_left(1, b, like=like)
+
+
+def _hd_halved(n, m, r, c, x):
+    """After m halving steps (bit-vectors), cell c of rank r < P holds x
+    when group(x) XOR r is zero on the low L - m bits (r's responsibility
+    shrinks one bit per step) and on every bit up to the highest bit where
+    virtual(c) and r differ (chunk c left r's responsibility at that bit's
+    step and kept its state since)."""
+    p, _, levels = split(n)
+    g = ix.bit_xor(virtual(x, p), r)
+    d = ix.bit_xor(virtual(c, p), r)
+    low = (g & (_bit(levels - m, n) - 1)) == 0
+    below_split = ix.either(g == 0, (g & -g) > d)
+    return ix.both(low, below_split)
+
+
+def _hd_writer(allreduce: bool):
+    """Fold from r + P; halving step k from r's partner across bit L-1-k;
+    doubling step k across bit k; unfold from r - P. Slot = chunk."""
+
+    def writer(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        k = s - f
+        halving = ix.hypercube_partner(r, levels - 1 - k)
+        later = ix.where(k - levels < levels, ix.hypercube_partner(r, k - levels), r - p) if allreduce else r - p
+        return ix.where(s < f, r + p, ix.where(k < levels, halving, later)), c
+
+    return writer
+
+
+def halving_doubling(collective: str) -> Invariant:
+    """With P, E, L as in recursive doubling: the fold reduces rank P + i
+    into rank i; after m halving steps rank r < P holds, for each chunk, the
+    ranks given by :func:`_hd_halved`; after m doubling steps the chunks
+    agreeing with r above bit m - 1 are complete; the unfold gives extra rank
+    P + i everything (all-reduce) or its chunk P + i (reduce-scatter)."""
+    allreduce = collective == "allreduce"
+
+    def holds(n, s, r, c, x, k):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        m = _clamp(s - f, 0, levels)
+        halved = _hd_halved(n, m, r, c, x)
+        if allreduce:
+            m2 = _clamp(s - f - levels, 0, levels)
+            doubled = ix.both(s >= f + levels, ix.shift_right(virtual(c, p), m2) == ix.shift_right(r, m2))
+            halved = ix.where(doubled, True, halved)
+        low = ix.where(s < f, x == r, halved)
+        done = ix.both(s >= 2 * f + (2 if allreduce else 1) * levels, True if allreduce else c == r)
+        return ix.both(k == c, ix.where(r < p, low, ix.either(done, x == r)))
+
+    writer = _hd_writer(allreduce)
+    return Invariant(_always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
+
+
+def recursive_doubling_allgather() -> Invariant:
+    """Rank r < P has, after the fold and m exchanges, the chunks c whose
+    virtual rank agrees with r above bit m - 1 (before the fold: chunk r);
+    extra rank P + i has its own chunk until the unfold brings the rest."""
+
+    def defined(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        m = _clamp(s - f, 0, levels)
+        low = ix.where(s < f, c == r, ix.shift_right(virtual(c, p), m) == ix.shift_right(r, m))
+        return ix.where(r < p, low, ix.either(s >= 2 * f + levels, c == r))
+
+    def holds(n, s, r, c, x, k):
+        return ix.both(defined(n, s, r, c), x == c, k == c)
+
+    def writer(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        return ix.where(s < f, r + p, ix.where(s < f + levels, ix.hypercube_partner(r, s - f), r - p)), c
+
+    return Invariant(defined, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
+
+
 # -- options ---------------------------------------------------------------------------------
 
 def _rooted(build):
@@ -206,6 +292,9 @@ INVARIANTS = {
     ("hub", "allreduce"): hub,
     ("binary-tree", "allreduce"): tree_allreduce,
     ("recursive-doubling", "allreduce"): recursive_doubling_allreduce,
+    ("recursive-doubling", "allgather"): recursive_doubling_allgather,
+    ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
+    ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
 }
 
 
