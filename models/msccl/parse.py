@@ -27,7 +27,9 @@ change``, which the command line turns into exit status 2:
 
 from __future__ import annotations
 
+import operator
 import os
+import re
 
 import numpy as np
 from defusedxml import DefusedXmlException
@@ -303,7 +305,44 @@ def _build(el: _Elements, source: str, fail) -> Program:
 
 
 def _step_columns(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.ndarray]:
-    """Every step attribute as an array; a missing or bad value names its line."""
+    """Every step attribute as an array; a missing or bad value names its line.
+
+    The usual file (every step has every attribute, all integers and names
+    valid) takes one pass in C per table; anything else falls back to the
+    attribute-by-attribute pass below, which finds the first problem."""
+    fast = _step_columns_fast(steps) if steps else None
+    if fast is not None:
+        return fast
+    return _step_columns_each(steps, lines, fail)
+
+
+#: a column of plain decimal integers, joined by commas, that int64 holds
+_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*", re.ASCII)
+
+
+def _step_columns_fast(steps: list[dict]) -> dict[str, np.ndarray] | None:
+    """The columns when every value is plain (else None): itemgetter and
+    one regex per column run in C."""
+    out: dict[str, np.ndarray] = {}
+    for name in STEP_REQUIRED:
+        try:
+            values = list(map(operator.itemgetter(name), steps))
+        except KeyError:
+            return None
+        if name in STEP_INTS:
+            text = ",".join(values)
+            if not _DECIMALS.fullmatch(text):
+                return None
+            out[name] = np.fromstring(text, dtype=np.int64, sep=",")
+        else:
+            codes = list(map((TYPE_CODES if name == "type" else BUFFER_CODES).get, values))
+            if None in codes:
+                return None
+            out[name] = np.array(codes, dtype=np.int64)
+    return out
+
+
+def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name in STEP_REQUIRED:
         values = [a.get(name) for a in steps]
