@@ -82,8 +82,15 @@ class _Elements:
         self.steps: list[dict] = []
         self.step_lines: list[int] = []
         self.step_tb: list[int] = []
+        self.tb_index = -1  # the thread block being read
 
     def start(self, tag, attrs):
+        if self.depth == 3 and tag == "step":  # the common element, first and short
+            self.depth = 4
+            self.steps.append(attrs)
+            self.step_lines.append(self.expat.CurrentLineNumber)
+            self.step_tb.append(self.tb_index)
+            return
         line = self.expat.CurrentLineNumber
         depth = self.depth
         expected = NESTING[depth] if depth < len(NESTING) else None
@@ -94,13 +101,10 @@ class _Elements:
         if depth == 0 and self.algo is not None:
             raise self.fail(line, "a second <algo>", "a file holds one algorithm")
         self.depth += 1
-        if depth == 3:
-            self.steps.append(attrs)
-            self.step_lines.append(line)
-            self.step_tb.append(len(self.tbs) - 1)
-        elif depth == 2:
+        if depth == 2:
             self.tbs.append((attrs, line))
             self.tb_gpu.append(len(self.gpus) - 1)
+            self.tb_index = len(self.tbs) - 1
         elif depth == 1:
             self.gpus.append((attrs, line))
         else:
