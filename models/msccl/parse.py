@@ -81,15 +81,13 @@ class _Elements:
         self.tb_gpu: list[int] = []
         self.steps: list[dict] = []
         self.step_lines: list[int] = []
-        self.step_tb: list[int] = []
-        self.tb_index = -1  # the thread block being read
+        self.tb_first_step: list[int] = []  # per <tb>: how many <step>s came before it
 
     def start(self, tag, attrs):
         if self.depth == 3 and tag == "step":  # the common element, first and short
             self.depth = 4
             self.steps.append(attrs)
             self.step_lines.append(self.expat.CurrentLineNumber)
-            self.step_tb.append(self.tb_index)
             return
         line = self.expat.CurrentLineNumber
         depth = self.depth
@@ -104,7 +102,7 @@ class _Elements:
         if depth == 2:
             self.tbs.append((attrs, line))
             self.tb_gpu.append(len(self.gpus) - 1)
-            self.tb_index = len(self.tbs) - 1
+            self.tb_first_step.append(len(self.steps))
         elif depth == 1:
             self.gpus.append((attrs, line))
         else:
@@ -276,7 +274,8 @@ def _build(el: _Elements, source: str, fail) -> Program:
     # steps: attributes column by column
     nsteps = len(el.steps)
     step_lines = np.asarray(el.step_lines, dtype=np.int64)
-    file_tb = np.asarray(el.step_tb, dtype=np.int64)
+    # every <step> belongs to the <tb> before it
+    file_tb = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(np.r_[el.tb_first_step, nsteps]).astype(np.int64)) if ntb else np.zeros(0, np.int64)
     rank_of_file_tb = np.empty(ntb, dtype=np.int64)
     rank_of_file_tb[order] = np.arange(ntb)
     step_tb_global = rank_of_file_tb[file_tb] if nsteps else np.zeros(0, np.int64)
