@@ -172,9 +172,12 @@ class Fingerprints:
         unset = np.ones(n * cells, dtype=bool)
         for rank, index, cell, _ in self._leaf_blocks(schedule):
             at = rank * cells + cell
+            if at.size and at[-1] - at[0] == at.size - 1 and np.all(np.diff(at) == 1):
+                at = slice(int(at[0]), int(at[-1]) + 1)  # every cell of these ranks, in order
             flat[at] = self._labels(rank, index, cell.astype(np.uint64), 1)
             unset[at] = False
-        flat[unset] = self.garbage(0, [0])[0]
+        if unset.any():
+            flat[unset] = self.garbage(0, [0])[0]
         return state
 
     def leaf_rows(self, schedule, lanes: int = LANES) -> list[np.ndarray]:
