@@ -24,7 +24,7 @@ verify: $(STAMP)
 
 # The offline HTML reference, into build/docs/ (index.html); see docs/sitegen.py.
 docs: $(STAMP)
-	$(BIN)/python docs/sitegen.py build
+	$(BIN)/python docs/sitegen.py build --doctest
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
