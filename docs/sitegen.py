@@ -349,9 +349,22 @@ def _demote(text: str) -> str:
     return "\n".join(lines)
 
 
-def algorithm_page(algorithm: str, rows: list[dict], cases: list[tuple[str, str, int]], explain_file: str | None) -> str:
+def generator_module(algorithm: str):
+    """The module that builds an algorithm's schedules (for a table entry
+    that is a small lambda, the generator module it calls)."""
+    import collspec.models.generators as package
+
     generator = ALGORITHMS[algorithm][cost_collective(algorithm)]
     module = inspect.getmodule(generator)
+    if module is package:
+        for name in getattr(generator, "__code__", None) and generator.__code__.co_names or ():
+            if inspect.ismodule(getattr(package, name, None)):
+                return getattr(package, name)
+    return module
+
+
+def algorithm_page(algorithm: str, rows: list[dict], cases: list[tuple[str, str, int]], explain_file: str | None) -> str:
+    module = generator_module(algorithm)
     out = [rst_title(algorithm, "#", over=True)]
     collectives = ", ".join(f"``{c}``" for c in ALGORITHMS[algorithm])
     out += [f".. testsetup:: *", "", f"   from {module.__name__} import *", "",

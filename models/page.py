@@ -66,7 +66,7 @@ th { background: #f2f4f8; }
 td .value { font-weight: bold; font-family: monospace; font-size: 1.1em; }
 td .contributors { display: block; color: #667; font-size: .85em; font-family: monospace; }
 td.changed { background: #fff3c4; }
-#transfers { font-family: monospace; min-height: 1.2em; }
+#transfers { font-family: monospace; min-height: 1.2em; white-space: pre-wrap; }
 .diagram { overflow-x: auto; border: 1px solid #e3e6ea; padding: .3em; }
 svg .transfer { opacity: .12; }
 svg .transfer.done { opacity: .35; }
