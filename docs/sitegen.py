@@ -383,7 +383,7 @@ def algorithm_page(algorithm: str, rows: list[dict], cases: list[tuple[str, str,
                 f"   :alt: {a} {collective} on {n} ranks", ""]
         tree = diagram_name(a, collective, n, "tree")
         if (DIAGRAMS / tree).exists():
-            out += ["The tree it reduces along (:func:`collspec.models.diagram.trees_of`), root shaded:", "",
+            out += ["The tree it runs along (:func:`collspec.models.diagram.trees_of`: reduces go up it, broadcasts down), root shaded:", "",
                     f".. image:: ../diagrams/{tree}", f"   :alt: the tree of {a} {collective} on {n} ranks", ""]
     out += [rst_title("Cost", "="), cost_table(algorithm), "", f".. image:: ../plots/{algorithm}.svg", f"   :alt: alpha-beta time of {algorithm} vs N", ""]
     out += [rst_title("What is proved", "="),
@@ -469,8 +469,11 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path) -> s
             out += [f"Zoo example: ``{rel}``" + (f" ({about})." if about else "."), ""]
             if path.suffix == ".json" and kind != "malformed":
                 name = f"zoo-{path.stem}.svg"
-                (diagram_folder / name).write_text(schedule_svg(load(str(path))), encoding="utf-8")
+                flagged = {(v["step"], v["src"], v["dst"]) for v in report["violations"] if v["kind"] == kind and None not in (v.get("step"), v.get("src"), v.get("dst"))}
+                (diagram_folder / name).write_text(schedule_svg(load(str(path)), flagged=flagged), encoding="utf-8")
                 out += [f".. image:: diagrams/{name}", f"   :alt: the schedule of {path.name}", ""]
+                if flagged:
+                    out += ["The transfers the report names have a red halo.", ""]
             shown = dict(report)
             of_kind = [v for v in report["violations"] if v["kind"] == kind]
             others = len(report["violations"]) - len(of_kind)

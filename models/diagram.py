@@ -9,7 +9,7 @@ Two drawings, both pure string building (no dependency):
   one; a band above the hops names each phase. A legend says all that.
 - :func:`tree_svg`: any tree given as a parent array (``parent[r]`` is rank
   r's parent, ``-1`` for the root), drawn root on top.
-  :func:`trees_of` finds the trees a schedule reduces along.
+  :func:`trees_of` finds the trees a schedule runs along.
 
 Every arrow is a ``<path class="transfer reduce|copy">`` carrying its hop,
 ranks and chunks as ``data-`` attributes, so tests and the step-through page
@@ -107,10 +107,12 @@ def _lanes(step) -> np.ndarray:
     return np.stack([place, count])
 
 
-def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool = True) -> str:
+def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool = True, flagged: set[tuple[int, int, int]] = frozenset()) -> str:
     """The schedule as an SVG diagram: ranks as rows, hops as columns, one
     arrow per transfer (colour: chunk carried; solid: reduce; dashed: copy),
-    phases named above the hops."""
+    phases named above the hops. Transfers named in ``flagged`` as
+    (step, src, dst), steps from 0 as in reports, get a red halo
+    (``<path class="flag">``) under their arrow."""
     if schedule.transfers > MAX_TRANSFERS:
         raise ScheduleError(f"{schedule.label()} has {schedule.transfers} transfers; diagrams stop at {MAX_TRANSFERS}: use fewer ranks")
     title = title or schedule.label()
@@ -160,6 +162,8 @@ def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool 
             else:
                 d = f"M{x0:.1f},{y0:.1f} L{x1:.1f},{y1:.1f}"
             dash = f' stroke-dasharray="{DASH}"' if op == "copy" else ""
+            if (s, src, dst) in flagged:
+                out.append(f'<path class="flag" data-hop="{s + 1}" d="{d}" fill="none" stroke="#e0001b" stroke-opacity="0.35" stroke-width="9"/>')
             label = f"hop {s + 1}: rank {src} -> rank {dst}, {name(sc)}" + (f" into {name(dc)}" if dc != sc else "") + f", {op}"
             out.append(
                 f'<path class="transfer {op}" data-hop="{s + 1}" data-src="{src}" data-dst="{dst}" data-src-chunk="{sc}" '
@@ -279,25 +283,29 @@ def forest_svg(parents: list[list[int]], titles: list[str], title: str = "trees"
 
 
 def trees_of(schedule: Schedule) -> list[list[int]]:
-    """The trees a schedule reduces along, as parent arrays.
+    """The trees a schedule runs along (reduces up, broadcasts down), as parent arrays.
 
     ``schedule.meta["trees"]`` when a generator declares them (NCCL's double
-    binary tree has two); otherwise read off the reduces between ranks: when
+    binary tree has two; parent arrays, or ``{"parent": [...]}`` as
+    ``explain --json`` carries them); otherwise read off the reduces between ranks: when
     every rank but one reduces into exactly one other rank and that forms a
     tree, that tree. A ring (every rank sends on) or direct exchange (every
     rank sends to all) is no tree: ``[]``.
     """
     declared = schedule.meta.get("trees") if schedule.meta else None
-    if declared:
-        return [list(map(int, t)) for t in declared]
-    targets: list[set[int]] = [set() for _ in range(schedule.ranks)]
+    if declared:  # [parent, ...] or [{"parent": parent}, ...] as explain --json writes them
+        return [list(map(int, t["parent"] if isinstance(t, dict) else t)) for t in declared]
+    n = schedule.ranks
+    reduces = [set() for _ in range(n)]  # rank -> the ranks it reduces into
+    senders = [set() for _ in range(n)]  # rank -> the ranks it receives copies from
     for step in schedule.steps:
-        mask = (step.op == REDUCE) & (step.src != step.dst)
-        for s, d in zip(step.src[mask].tolist(), step.dst[mask].tolist()):
-            targets[s].add(d)
-    if schedule.ranks < 2 or any(len(t) > 1 for t in targets):
+        between = step.src != step.dst
+        for s_, d_, op in zip(step.src[between].tolist(), step.dst[between].tolist(), step.op[between].tolist()):
+            (reduces[s_].add(d_) if op == REDUCE else senders[d_].add(s_))
+    links = reduces if any(reduces) else senders  # reduce up the tree, or broadcast down it
+    if n < 2 or any(len(t) > 1 for t in links):
         return []
-    parent = [next(iter(t)) if t else -1 for t in targets]
+    parent = [next(iter(t)) if t else -1 for t in links]
     try:
         check_parents(parent)
     except ValueError:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from .diagram import schedule_svg
+from .diagram import forest_svg, schedule_svg, trees_of
 from .explain import Explanation, number, transfer_line
 
 
@@ -147,6 +147,10 @@ def explain_page(explanation: Explanation) -> str:
         totals = explanation.values.sum(axis=0)
         parts.append('<p id="totals">Column totals we want: ' + escape("  ".join(number(v) for v in totals)) + "</p>")
     parts.append(f'<div class="diagram">{schedule_svg(s, standalone=False)}</div>')
+    trees = trees_of(s)
+    if trees:
+        titles = [f"tree {k + 1}" for k in range(len(trees))] if len(trees) > 1 else ["root shaded"]
+        parts += ["<h2>The tree it runs along</h2>", f'<div class="diagram">{forest_svg(trees, titles, "trees", standalone=False)}</div>']
     if explanation.routes:
         rows = [[name(r["chunk"]), " → ".join(map(str, r["route"])) or "-", "" if r["total"] is None else number(r["total"]),
                  "" if r["average"] is None else number(r["average"]), "" if r["ends_on"] is None else f"rank {r['ends_on']}"]

@@ -156,8 +156,22 @@ def test_declared_trees_and_no_tree():
     assert trees_of(generate("ring", "allreduce", 4)) == []
     assert trees_of(generate("direct", "allreduce", 4)) == []
     assert trees_of(generate("hub", "allreduce", 4)) == [[-1, 0, 0, 0]]  # a star is a tree
+    assert trees_of(generate("binary-tree", "broadcast", 5)) == [[-1, 0, 0, 1, 1]]  # copies down the tree
+    assert trees_of(generate("ring", "allgather", 4)) == []
     declared = dataclasses.replace(generate("ring", "allreduce", 3), meta={"trees": [[-1, 0, 1], [2, 2, -1]]})
     assert trees_of(declared) == [[-1, 0, 1], [2, 2, -1]]
+    as_json = dataclasses.replace(declared, meta={"trees": [{"parent": [-1, 0, 1]}, {"parent": [2, 2, -1]}]})
+    assert trees_of(as_json) == [[-1, 0, 1], [2, 2, -1]]
+
+
+def test_flagged_transfers_get_a_halo():
+    schedule = generate("ring", "allreduce", 4)
+    root = parse(schedule_svg(schedule, flagged={(2, 1, 2), (9, 0, 0)}))
+    halos = root.findall(".//s:path[@class='flag']", NS)
+    assert [h.get("data-hop") for h in halos] == ["3"]
+    arrow = next(a for a in arrows(schedule_svg(schedule)) if (a["data-hop"], a["data-src"], a["data-dst"]) == ("3", "1", "2"))
+    assert halos[0].get("d") == arrow["d"]
+    assert len(arrows(schedule_svg(schedule, flagged={(2, 1, 2)}))) == schedule.transfers
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -177,7 +191,7 @@ def test_cli_svg_and_tree():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("ring", "--format", "svg", "--diagram", "tree"), "ring allreduce, 4 ranks does not reduce along a tree; use --diagram schedule"),
+        (("ring", "--format", "svg", "--diagram", "tree"), "ring allreduce, 4 ranks does not run along a tree; use --diagram schedule"),
         (("ring", "--diagram", "tree"), "--diagram applies to --format svg only"),
         (("ring", "--html", "/no/such/folder/x.html"), "--html /no/such/folder/x.html: folder /no/such/folder does not exist"),
         (("direct", "--ranks", "150", "--format", "svg"), "diagrams stop at"),

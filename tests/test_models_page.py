@@ -65,6 +65,7 @@ def test_pages_of_other_collectives(algorithm, collective, n):
     page = explain_page(e)
     assert len(frames_in(page)) == len(e.schedule.steps) + 1
     assert "Column totals" not in page and "divides by" not in page
+    assert ("The tree it runs along" in page) == (algorithm == "binary-tree")
 
 
 def test_cli_writes_the_page(tmp_path):

@@ -2,7 +2,7 @@
 out, the contributor set of every cell, each chunk's route, and the final
 division for avg. `collspec explain ring-seed --ranks 4` retraces the worked
 example of the reference texts. `--format svg` prints the schedule's diagram
-(`--diagram tree` the tree it reduces along); `--html FILE` writes a
+(`--diagram tree` the tree it runs along); `--html FILE` writes a
 self-contained page that steps through the hops."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def configure(parser):
     parser.add_argument("--format", choices=["text", "markdown", "json", "svg"], default="text",
                         help="svg: the schedule as a diagram (ranks as rows, hops as columns)")
     parser.add_argument("--diagram", choices=["schedule", "tree"], default="schedule",
-                        help="with --format svg: the schedule, or the tree(s) it reduces along")
+                        help="with --format svg: the schedule, or the tree(s) it runs along")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page that steps through the hops")
 
 
@@ -56,9 +56,9 @@ def _svg(schedule, diagram: str) -> str:
         return schedule_svg(schedule)
     trees = trees_of(schedule)
     if not trees:
-        raise CollspecError(f"{schedule.label()} does not reduce along a tree; use --diagram schedule")
+        raise CollspecError(f"{schedule.label()} does not run along a tree; use --diagram schedule")
     titles = [f"tree {k + 1} of {len(trees)}" if len(trees) > 1 else "tree" for k in range(len(trees))]
-    return forest_svg(trees, titles, f"{schedule.label()}: the tree{'s' if len(trees) > 1 else ''} it reduces along")
+    return forest_svg(trees, titles, f"{schedule.label()}: the tree{'s' if len(trees) > 1 else ''} it runs along")
 
 
 def _write(path: str, text: str) -> None:
