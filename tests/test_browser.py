@@ -112,16 +112,16 @@ def test_site_index_and_an_algorithm_page_load_offline(browser):
     assert "-0.5,  0.5, -2.5,  0.5" in page.inner_text("article")
     page.screenshot(path=str(SHOTS / "site-index.png"))
     page.locator("article").get_by_role("link", name="algorithms", exact=True).click()
-    assert page.url.endswith("algorithms/index.html")
+    page.wait_for_url("**/algorithms/index.html")  # and its load event
     page.locator("article").get_by_role("link", name="ring-seed", exact=True).click()
-    assert page.url.endswith("algorithms/ring-seed.html")
+    page.wait_for_url("**/algorithms/ring-seed.html")
     images = page.locator("article img")
     assert images.count() >= 3
     for i in range(images.count()):  # every diagram and plot is there and decodes
         assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 0"), images.nth(i).get_attribute("src")
     page.screenshot(path=str(SHOTS / "site-ring-seed.png"), full_page=True)
     page.locator("article").get_by_role("link", name="the ring-seed page").click()
-    assert page.url.endswith("explain/ring-seed.html")
+    page.wait_for_url("**/explain/ring-seed.html")
     page.keyboard.press("ArrowRight")
     assert page.inner_text("#cell-1-0 .value") == "+1" and page.inner_text("#cell-1-0 .contributors") == "0·1"
     page.goto((out / "violations.html").as_uri())
