@@ -432,6 +432,37 @@ def _check_report(path: Path) -> dict:
     return report
 
 
+#: Conformance's kinds, shown by running a zoo backend on the few cases that
+#: show its bug: (backend under tests/zoo_backends/, conform options).
+CONFORM_EXAMPLES = (
+    ("avg_wrong_n.py:AvgWrongN", {"collectives": ["allreduce"], "dtypes": ["float32"], "ops": ["avg"], "sizes": [5]}),
+    ("hangs_on_zero.py:HangsOnZero", {"collectives": ["allreduce"], "dtypes": ["int32"], "ops": ["sum"], "sizes": [0], "timeout": 3}),
+    ("crashes_rank.py:CrashesRank", {"collectives": ["allreduce"], "dtypes": ["int32"], "ops": ["sum"], "sizes": [1009]}),
+    ("avg_wrong_n.py:AvgWrongN", {"collectives": ["broadcast"], "dtypes": ["int32"], "ops": ["sum"], "sizes": [5]}),
+)
+
+
+def conform_reports() -> list[tuple[str, dict, dict]]:
+    """(backend, options, report) of each CONFORM_EXAMPLES row: 4 ranks of
+    real processes each, a few seconds a row."""
+    from collspec.conformance.conform import conform
+
+    out = []
+    for backend, options in CONFORM_EXAMPLES:
+        report = conform(str(ZOO_BACKENDS / backend), 4, "default", **options).report().to_json()
+        report["subject"] = f"tests/zoo_backends/{backend}"
+        report["stats"] = {k: v for k, v in report.get("stats", {}).items() if k in ("cases", "pass", "fail", "unsupported", "hang", "crash")}
+        out.append((backend, options, report))
+    return out
+
+
+def conform_command(backend: str, options: dict) -> str:
+    """The command line that runs the same cases as ``options``."""
+    flag = {"collectives": "--collective", "dtypes": "--dtype", "ops": "--op", "sizes": "--sizes", "timeout": "--timeout"}
+    parts = [f"{flag[k]} {','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in options.items()]
+    return f"collspec conform --backend tests/zoo_backends/{backend} --world-size 4 " + " ".join(parts)
+
+
 def zoo_reports() -> list[tuple[Path, dict]]:
     return [(p, _check_report(p)) for p in sorted(ZOO.glob("*.json")) + sorted(ZOO_MSCCL.glob("*.xml"))]
 
@@ -450,7 +481,7 @@ def _zoo_backend_table() -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path) -> str:
+def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conformed: list[tuple[str, dict, dict]] = ()) -> str:
     from collspec.models.schedule_json import load
     from collspec.spec.violations import KINDS
 
@@ -485,6 +516,16 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path) -> s
                     ".. code-block:: json", "", indent(json.dumps(shown, indent=1, ensure_ascii=False)), ""]
             if len(of_kind) > 3:
                 out += [f"({len(of_kind) - 3} more of this kind left out.)", ""]
+        elif any(v["kind"] == kind for _, _, r in conformed for v in r.get("violations", [])):
+            backend, options, report = next((b, o, r) for b, o, r in conformed if any(v["kind"] == kind for v in r["violations"]))
+            bug = next((bug for f, bug in backends.get(kind, []) if f == backend.split(":")[0]), "")
+            of_kind = [v for v in report["violations"] if v["kind"] == kind]
+            shown = dict(report, violations=of_kind[:2])
+            out += [f"Zoo backend: ``tests/zoo_backends/{backend}``" + (f" ({bug})" if bug else "") + ", run on real "
+                    f"rank processes while this site was built (``{conform_command(backend, options)}``):", "",
+                    ".. code-block:: python", "", indent((ZOO_BACKENDS / backend.split(":")[0]).read_text().rstrip()), "",
+                    "Its report (" + (f"{len(of_kind)} violations of this kind, 2 shown" if len(of_kind) > 2 else "JSON") + "):", "",
+                    ".. code-block:: json", "", indent(json.dumps(shown, indent=1, ensure_ascii=False)), ""]
         elif kind in backends:
             out += ["Reported by ``collspec conform`` on real backends. Zoo backends under ``tests/zoo_backends/`` that show it "
                     "(``tests/test_conformance_zoo.py`` runs each and asserts its exact report):", ""]
@@ -539,7 +580,7 @@ def setup(app):
 '''
 
 
-def generate_sources(src: Path, prove_json: Path | None = None) -> dict:
+def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = True) -> dict:
     """Write every page into ``src`` (a fresh folder); return what was made."""
     if src.exists():
         shutil.rmtree(src)
@@ -582,7 +623,7 @@ def generate_sources(src: Path, prove_json: Path | None = None) -> dict:
     for name, text in reference_pages().items():
         (src / "reference" / name).write_text(text)
     (src / "proofs.rst").write_text(proofs_page(rows, prove_seconds))
-    (src / "violations.rst").write_text(violations_page(zoo_reports(), src / "diagrams"))
+    (src / "violations.rst").write_text(violations_page(zoo_reports(), src / "diagrams", conform_reports() if conform else []))
     return {"pages": sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.suffix in (".rst", ".md")), "proofs": len(rows)}
 
 
@@ -630,10 +671,10 @@ def remote_resources(folder: Path) -> list[str]:
     return found
 
 
-def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False) -> int:
+def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False, conform: bool = True) -> int:
     from sphinx.cmd.build import build_main
 
-    made = generate_sources(src, prove_json)
+    made = generate_sources(src, prove_json, conform)
     if out.exists():
         shutil.rmtree(out)
     code = build_main(["-q", "-b", "html", "-d", str(src.parent / "docs-doctrees"), str(src), str(out)])
@@ -654,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", default=str(ROOT / "build" / "docs"))
     b.add_argument("--prove-json", help="use this `collspec prove --json` report instead of running the proofs")
     b.add_argument("--doctest", action="store_true", help="also run Sphinx's doctest builder over the pages")
+    b.add_argument("--no-conform", action="store_true", help="leave out the conformance zoo's reports (they run real rank processes)")
     sub.add_parser("diagrams", help="rewrite docs/diagrams/ from the schedules")
     args = parser.parse_args(argv)
     if args.command == "diagrams":
@@ -661,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"docs/diagrams: {len(names)} diagrams")
         return 0
     started = time.perf_counter()
-    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest)
+    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest, not args.no_conform)
     print(f"docs: built in {time.perf_counter() - started:.1f} s")
     return code
 

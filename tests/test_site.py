@@ -138,6 +138,18 @@ def test_site_violation_kinds_with_zoo_reports():
         assert fragment in text, fragment
 
 
+def test_violation_page_shows_a_conformance_report():
+    report = {"ok": False, "command": "conform", "subject": "tests/zoo_backends/hangs_on_zero.py:HangsOnZero",
+              "violations": [{"kind": "hang", "message": "allreduce/int32/sum/n=0: rank(s) 1, 2, 3 did not finish within 3 s"}], "stats": {"cases": 1}}
+    options = {"collectives": ["allreduce"], "sizes": [0], "timeout": 3}
+    page = gen.violations_page([], Path("/nonexistent"), [("hangs_on_zero.py:HangsOnZero", options, report)])
+    section = page.split("``hang``\n", 1)[1].split("``crash``\n", 1)[0]
+    assert "(rank 0 skips a header for empty buffers)" in section
+    assert "collspec conform --backend tests/zoo_backends/hangs_on_zero.py:HangsOnZero --world-size 4 --collective allreduce --sizes 0 --timeout 3" in section
+    assert "class HangsOnZero" in section and '"did not finish within 3 s' not in section and "did not finish within 3 s" in section
+    assert gen.conform_command("x.py:X", {"ops": ["avg", "sum"], "dtypes": ["float32"]}) == "collspec conform --backend tests/zoo_backends/x.py:X --world-size 4 --op avg,sum --dtype float32"
+
+
 @needs_sphinx
 def test_site_pages_examples_run():
     """The doctests of the site's pages (the Sphinx sources), run here so
