@@ -6,12 +6,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: test verify bench install clean
+.PHONY: test verify bench docs install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt setuptools wheel
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-build-isolation -e '.[test,plot]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-build-isolation -e '.[test,plot,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,6 +21,10 @@ test: $(STAMP)
 
 verify: $(STAMP)
 	$(BIN)/collspec verify
+
+# The offline HTML reference, into build/docs/ (index.html); see docs/sitegen.py.
+docs: $(STAMP)
+	$(BIN)/python docs/sitegen.py build --doctest
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
