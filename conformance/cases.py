@@ -171,7 +171,7 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
                 for base in bases:
                     add(dtype, op, base)
         sweep_op = ("sum" if "sum" in ops else ops[0]) if spec.reducing else None
-        for dtype in [d for d in ("int32", "float32") if d in dtypes]:
+        for dtype in [d for d in ("int32", "float32") if d in dtypes and (sweep_op is None or defined_for(sweep_op, d))]:
             for count in size_list:
                 add(dtype, sweep_op, count)
             if spec.rooted:

@@ -110,7 +110,7 @@ class Mpi:
             text = error.Get_error_string()
             refused = (self.MPI.ERR_OP, self.MPI.ERR_TYPE, getattr(self.MPI, "ERR_UNSUPPORTED_OPERATION", self.MPI.ERR_OP))
             if error.Get_error_class() in refused or re.search(self.refusal, text):
-                lines = [line.strip() for line in text.splitlines() if line.strip()]
+                lines = [re.sub(r"^\S+\(\d+\)\.*:\s*", "", line.strip()) for line in text.splitlines() if line.strip()]
                 raise NotImplementedError(f"MPI refused: {lines[-1] if lines else text}") from error
             raise
 
