@@ -131,7 +131,7 @@ def conform(
     if spec.library is not None and ops is None:
         ops = list(ALL_OPS)  # MPI has user ops: compose runs too
     chosen = select(world_size, mode, repeat, seed, collectives, dtypes, ops, sizes)
-    groups = _groups(spec, chosen, algorithms)
+    groups = _groups(spec, chosen, algorithms, world_size)
     on_start(sum(len(cases) for _, cases in groups))
     launcher = launcher or spec.launcher
     name = spec.library or (spec.text if spec.text in resolve.BUILTIN else spec.target)
@@ -168,9 +168,10 @@ def conform(
     return Conformance(spec, world_size, mode, outcomes, result, settings)
 
 
-def _groups(spec, chosen: list, algorithms) -> list[tuple[dict, list]]:
+def _groups(spec, chosen: list, algorithms, world: int) -> list[tuple[dict, list]]:
     """The starts of the ranks: (variables, cases). One for a backend without
-    algorithms; else one per forced (collective, algorithm), ``auto`` cases together."""
+    algorithms; else one per forced (collective, algorithm), with the cases
+    that algorithm's MPI function runs, and the ``auto`` cases together."""
     if spec.library is None:
         return [({}, chosen)]
     collectives = list(dict.fromkeys(c.collective for c in chosen))
@@ -179,8 +180,12 @@ def _groups(spec, chosen: list, algorithms) -> list[tuple[dict, list]]:
     groups = [({}, auto)] if auto else []
     for collective, names in plan.items():
         for algorithm in names:
-            if algorithm != mpi_libs.DEFAULT:
-                cases = [replace(c, algorithm=algorithm) for c in chosen if c.collective == collective]
+            function, _ = mpi_libs.split(collective, algorithm)
+            if function is None:
+                continue
+            cases = [replace(c, algorithm=algorithm) for c in chosen if c.collective == collective
+                     and mpi_libs.function_of(collective, c.count, world) == function]
+            if cases:
                 groups.append((mpi_libs.force(spec.library, collective, algorithm), cases))
     return groups
 

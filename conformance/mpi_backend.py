@@ -16,8 +16,11 @@ is reported ``unsupported``, never passed:
 - in-place reduce-scatter: ``MPI_IN_PLACE`` leaves the result at the start of
   the buffer, not at the rank's block as the NCCL convention requires.
 
-In-place all-gather is ``MPI_IN_PLACE`` (same convention as NCCL); unequal
-blocks use the ``v`` forms, after the ranks exchange their block sizes.
+In-place all-gather is ``MPI_IN_PLACE`` (same convention as NCCL). Equal
+blocks are ``MPI_Reduce_scatter_block`` and ``MPI_Allgather``; unequal blocks
+(``reduce_scatter_v``, ``all_gather_v``) are ``MPI_Reduce_scatter`` with
+counts and ``MPI_Allgatherv``, after the ranks exchange their block sizes
+(:data:`.mpi_libs.FUNCTIONS`: a forced algorithm is that function's).
 Errors MPI raises for an operation or datatype it lacks (``MPI_ERR_OP``,
 ``MPI_ERR_TYPE``, ``MPI_ERR_UNSUPPORTED_OPERATION``) are refusals too, and so
 is an error whose text is the library refusing a forced algorithm
@@ -117,18 +120,40 @@ class Mpi:
     def all_reduce(self, tensor, op: str = "sum") -> None:
         self._call(self.comm.Allreduce, self.MPI.IN_PLACE, self._buffer(tensor), op=self._op(op, tensor))
 
-    def reduce_scatter(self, output, input, op: str = "sum") -> None:
-        if output.untyped_storage().data_ptr() == input.untyped_storage().data_ptr():
+    @staticmethod
+    def _in_place(output, input) -> bool:
+        return output.untyped_storage().data_ptr() == input.untyped_storage().data_ptr()
+
+    def _refuse_in_place_scatter(self, output, input) -> None:
+        if self._in_place(output, input):
             raise NotImplementedError("MPI_IN_PLACE reduce-scatter leaves the result at offset 0, not at the rank's block")
+
+    def _equal(self, mine: int) -> list[int] | None:
+        """Every rank's block size, or None when they are all equal."""
+        counts = self.comm.allgather(mine)
+        return None if len(set(counts)) == 1 else counts
+
+    def reduce_scatter(self, output, input, op: str = "sum") -> None:
+        self._refuse_in_place_scatter(output, input)
+        if self._equal(output.numel()) is not None:
+            return self.reduce_scatter_v(output, input, op)
+        self._call(self.comm.Reduce_scatter_block, self._buffer(input), self._buffer(output), op=self._op(op, input))
+
+    def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
+        self._refuse_in_place_scatter(output, input)
         counts = self.comm.allgather(output.numel())
         self._call(self.comm.Reduce_scatter, self._buffer(input), self._buffer(output), recvcounts=counts, op=self._op(op, input))
 
     def all_gather(self, output, input) -> None:
+        if self._equal(input.numel()) is not None:
+            return self.all_gather_v(output, input)
+        mine = self.MPI.IN_PLACE if self._in_place(output, input) else self._buffer(input)
+        self._call(self.comm.Allgather, mine, self._buffer(output))
+
+    def all_gather_v(self, output, input) -> None:
         received = self._buffer(output, self.comm.allgather(input.numel()))
-        if output.untyped_storage().data_ptr() == input.untyped_storage().data_ptr():
-            self._call(self.comm.Allgatherv, self.MPI.IN_PLACE, received)
-        else:
-            self._call(self.comm.Allgatherv, self._buffer(input), received)
+        mine = self.MPI.IN_PLACE if self._in_place(output, input) else self._buffer(input)
+        self._call(self.comm.Allgatherv, mine, received)
 
     def broadcast(self, tensor, root: int) -> None:
         self._call(self.comm.Bcast, self._buffer(tensor), root=root)

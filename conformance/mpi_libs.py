@@ -21,9 +21,12 @@ MPICH's ``mpivars`` list of ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` values, and
 Intel MPI's ``impi_info -e -v I_MPI_ADJUST_<COLL>`` preset range (Intel MPI
 names its presets by number only). ``auto`` is the library's own choice.
 
-Each spec collective runs one MPI function (:data:`FUNCTIONS`): reduce-scatter
-is ``MPI_Reduce_scatter`` (per-rank counts) and all-gather ``MPI_Allgatherv``,
-so equal and unequal blocks run the same, forced, algorithm.
+Each spec collective runs one MPI function, reduce-scatter and all-gather two
+(:data:`FUNCTIONS`): equal blocks ``MPI_Reduce_scatter_block`` and
+``MPI_Allgather``, unequal ones ``MPI_Reduce_scatter`` (per-rank counts) and
+``MPI_Allgatherv``. Their algorithms are the functions' own, so such a
+collective's algorithm is named ``FUNCTION:NAME`` (``reduce_scatter:noncommutative``)
+and forced only on the cases that function runs.
 
 A library that refuses a forced algorithm for the arguments says so at the
 call (MPICH: "not usable"; Open MPI: ``MPI_ERR_UNSUPPORTED_OPERATION``):
@@ -32,9 +35,9 @@ only warns about an id it ignores (:attr:`Library.ignored`, looked for in the
 ranks' and the launcher's output) makes every case of that algorithm
 ``unsupported`` with the library's message, never a pass of its default.
 
->>> force("mpich", "reduce_scatter", "noncommutative")
+>>> force("mpich", "reduce_scatter", "reduce_scatter:noncommutative")
 {'MPIR_CVAR_REDUCE_SCATTER_INTRA_ALGORITHM': 'noncommutative', 'MPIR_CVAR_COLLECTIVE_FALLBACK': 'error'}
->>> force("openmpi", "allgather", "ring")
+>>> force("openmpi", "allgather", "allgatherv:ring")
 {'OMPI_MCA_coll_tuned_use_dynamic_rules': '1', 'OMPI_MCA_coll_tuned_allgatherv_algorithm': 'ring'}
 >>> force("intelmpi", "broadcast", "auto")
 {}
@@ -51,15 +54,37 @@ from dataclasses import dataclass, field
 
 from ..spec.errors import CollspecError
 
-#: The MPI function each spec collective runs, by its lower-case MPI name.
+#: The MPI functions each spec collective runs, by their lower-case MPI names:
+#: (equal blocks, unequal blocks) for the two that cut the buffer into blocks.
 FUNCTIONS = {
-    "allreduce": "allreduce",
-    "reduce_scatter": "reduce_scatter",
-    "allgather": "allgatherv",
-    "broadcast": "bcast",
-    "reduce": "reduce",
-    "alltoall": "alltoall",
+    "allreduce": ("allreduce",),
+    "reduce_scatter": ("reduce_scatter_block", "reduce_scatter"),
+    "allgather": ("allgather", "allgatherv"),
+    "broadcast": ("bcast",),
+    "reduce": ("reduce",),
+    "alltoall": ("alltoall",),
 }
+
+
+def function_of(collective: str, count: int, world: int) -> str:
+    """The MPI function a case of ``count`` elements runs (unequal blocks: the v form)."""
+    functions = FUNCTIONS[collective]
+    return functions[-1] if count % world else functions[0]
+
+
+def split(collective: str, algorithm: str) -> tuple[str | None, str]:
+    """``(function, name)`` of an algorithm as :func:`algorithms` names it (function None: every one).
+
+    >>> split("reduce_scatter", "reduce_scatter:noncommutative"), split("allreduce", "ring")
+    (('reduce_scatter', 'noncommutative'), ('allreduce', 'ring'))
+    """
+    functions = FUNCTIONS[collective]
+    if algorithm == DEFAULT:
+        return None, algorithm
+    if len(functions) == 1:
+        return functions[0], algorithm
+    function, _, name = algorithm.partition(":")
+    return function, name
 #: The library's own choice (what runs when nothing is forced).
 DEFAULT = "auto"
 
@@ -123,9 +148,9 @@ def library(name: str) -> Library:
 
 def force(name: str, collective: str, algorithm: str) -> dict[str, str]:
     """The environment that forces ``algorithm`` for ``collective`` ({} for ``auto``)."""
-    if algorithm == DEFAULT:
+    function, algorithm = split(collective, algorithm)
+    if function is None:
         return {}
-    function = FUNCTIONS[collective]
     if name == "openmpi":
         return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", f"OMPI_MCA_coll_tuned_{function}_algorithm": algorithm}
     if name == "mpich":
@@ -191,9 +216,9 @@ def _listing(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def algorithms(name: str, collective: str) -> tuple[str, ...]:
-    """The library's own algorithm names for ``collective``, ``auto`` first."""
-    lib, function = library(name), FUNCTIONS[collective]
+def function_algorithms(name: str, function: str) -> tuple[str, ...]:
+    """The library's own algorithm names for one MPI function (its default left out)."""
+    lib = library(name)
     if not lib.available():
         raise CollspecError(f"{lib.title} is not installed under {lib.prefix} (run `make install`)")
     if name == "openmpi":
@@ -204,26 +229,42 @@ def algorithms(name: str, collective: str) -> tuple[str, ...]:
         found = parse_impi_info(_run(lib, [lib.path("bin", "impi_info"), "-e", "-v", f"I_MPI_ADJUST_{function.upper()}"]))
     if not found:
         raise CollspecError(f"{lib.title}: could not read its {function} algorithms from the installed library")
-    return (DEFAULT, *found)
+    return tuple(found)
+
+
+def algorithms(name: str, collective: str) -> tuple[str, ...]:
+    """The algorithms of ``collective``, ``auto`` first: the function's names, or
+    ``FUNCTION:NAME`` for a collective that runs two functions."""
+    functions = FUNCTIONS[collective]
+    if len(functions) == 1:
+        return (DEFAULT, *function_algorithms(name, functions[0]))
+    return (DEFAULT, *(f"{f}:{a}" for f in functions for a in function_algorithms(name, f)))
+
+
+def _matches(wanted: str, algorithm: str) -> bool:
+    """``ring`` names ``ring`` and every ``FUNCTION:ring``; ``FUNCTION:ring`` only itself."""
+    return algorithm == wanted or algorithm.endswith(":" + wanted)
 
 
 def select(name: str, collectives, wanted: list[str] | None) -> dict[str, list[str]]:
-    """{collective: [algorithm, ...]} for ``--algorithm`` (None: default only; ["all"]: every one).
+    """{collective: [algorithm, ...]} for ``--algorithm`` (None: auto only; ["all"]: every one).
 
-    A name that no chosen collective has is bad input: the error lists the
-    valid names per collective.
+    A name is an algorithm as :func:`algorithms` lists it, or the part after
+    ``FUNCTION:`` (then every function's algorithm of that name). A name that
+    no chosen collective has is bad input: the error lists the valid ones.
     """
     if not wanted:
         return {c: [DEFAULT] for c in collectives}
     table = {c: algorithms(name, c) for c in collectives}
     if wanted == ["all"]:
         return {c: list(names) for c, names in table.items()}
-    unknown = [w for w in wanted if not any(w in names for names in table.values())]
+    unknown = [w for w in wanted if not any(_matches(w, n) for names in table.values() for n in names)]
     if unknown:
         valid = "; ".join(f"{c}: {', '.join(names)}" for c, names in table.items())
         raise CollspecError(f"--algorithm {','.join(unknown)}: not an algorithm of {library(name).title} for "
                             f"{', '.join(collectives)} (valid: {valid}; or all)")
-    return {c: [w for w in wanted if w in names] for c, names in table.items() if any(w in names for w in wanted)}
+    chosen = {c: [n for n in names if any(_matches(w, n) for w in wanted)] for c, names in table.items()}
+    return {c: names for c, names in chosen.items() if names}
 
 
 def version(name: str) -> str:

@@ -204,9 +204,10 @@ def main(argv=None) -> int:
         for library in args.library or LIBRARIES:
             began = time.monotonic()
             print(f"sweep {library} ...", flush=True)
-            record[library] = record_of(sweep(library))
-            print(f"  {record[library]['summary']} ({time.monotonic() - began:.0f} s)", flush=True)
-            record["environment"] = _environment()
+            mine = record_of(sweep(library))
+            print(f"  {mine['summary']} ({time.monotonic() - began:.0f} s)", flush=True)
+            record = json.load(open(RECORD)) if os.path.exists(RECORD) else {}  # another sweep may have written meanwhile
+            record[library], record["environment"] = mine, _environment()
             with open(RECORD, "w") as handle:
                 json.dump(record, handle, indent=1, sort_keys=True)
     with open(PAGE, "w") as handle:

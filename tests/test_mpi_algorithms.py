@@ -175,20 +175,22 @@ def test_an_ignored_algorithm_makes_its_passes_unsupported():
 def test_a_setup_crash_of_a_forced_start_names_the_algorithm():
     from collspec.spec import Violation
 
-    cases = [Case("reduce_scatter", "int32", "sum", 5, False, None, "tally", algorithm="noncommutative")]
+    cases = [Case("reduce_scatter", "int32", "sum", 5, False, None, "tally", algorithm="reduce_scatter:noncommutative")]
     crash = Violation("crash", "rank 0 died (signal SIGABRT) during set-up", details={"phase": "setup", "ranks": [0]})
     (violation,) = conform_module._tagged(Outcome(0, None, "crash", [crash]), cases).violations
-    assert violation.message.startswith("reduce_scatter/alg=noncommutative: rank 0 died")
-    assert violation.details["algorithm"] == "noncommutative"
+    assert violation.message.startswith("reduce_scatter/alg=reduce_scatter:noncommutative: rank 0 died")
+    assert violation.details["algorithm"] == "reduce_scatter:noncommutative"
 
 
 @pytest.mark.parametrize("library, collective, variables", [
     ("openmpi", "reduce", {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_reduce_algorithm": "chain"}),
     ("mpich", "allgather", {"MPIR_CVAR_ALLGATHERV_INTRA_ALGORITHM": "chain", "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}),
+    ("mpich", "reduce_scatter", {"MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM": "chain", "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}),
     ("intelmpi", "alltoall", {"I_MPI_ADJUST_ALLTOALL": "chain"}),
 ])
 def test_forcing_an_algorithm_sets_the_library_variables(library, collective, variables):
-    assert mpi_libs.force(library, collective, "chain") == variables
+    function = {"allgather": "allgatherv:", "reduce_scatter": "reduce_scatter_block:"}.get(collective, "")
+    assert mpi_libs.force(library, collective, function + "chain") == variables
 
 
 def test_mpi_is_open_mpi():
@@ -197,19 +199,37 @@ def test_mpi_is_open_mpi():
 
 
 def test_a_name_no_collective_has_is_bad_input_listing_the_valid_ones(monkeypatch):
-    monkeypatch.setattr(mpi_libs, "algorithms", lambda name, c: {"allreduce": ("auto", "ring"), "reduce": ("auto", "chain")}[c])
+    table = {"allreduce": ("auto", "ring"), "reduce": ("auto", "chain"),
+             "allgather": ("auto", "allgather:ring", "allgatherv:ring", "allgatherv:brucks")}
+    monkeypatch.setattr(mpi_libs, "algorithms", lambda name, c: table[c])
     with pytest.raises(CollspecError, match=r"--algorithm bogus: not an algorithm of MPICH .*allreduce: auto, ring; reduce: auto, chain"):
         mpi_libs.select("mpich", ["allreduce", "reduce"], ["bogus"])
     assert mpi_libs.select("mpich", ["allreduce", "reduce"], ["ring"]) == {"allreduce": ["ring"]}
     assert mpi_libs.select("mpich", ["allreduce", "reduce"], ["all"]) == {"allreduce": ["auto", "ring"], "reduce": ["auto", "chain"]}
     assert mpi_libs.select("mpich", ["allreduce"], None) == {"allreduce": ["auto"]}
+    assert mpi_libs.select("mpich", ["allgather"], ["ring"]) == {"allgather": ["allgather:ring", "allgatherv:ring"]}
+    assert mpi_libs.select("mpich", ["allgather"], ["allgatherv:ring"]) == {"allgather": ["allgatherv:ring"]}
+
+
+def test_a_forced_algorithm_runs_only_the_cases_of_its_mpi_function():
+    from collspec.conformance.conform import _groups
+
+    chosen = [Case("reduce_scatter", "int32", "sum", n, False, None, "tally") for n in (4, 5)]
+    groups = _groups(parse("mpich"), chosen, ["reduce_scatter:noncommutative", "reduce_scatter_block:pairwise"], 4)
+    assert [(v, [c.id for c in cases]) for v, cases in groups] == [
+        ({"MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM": "pairwise", "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"},
+         ["reduce_scatter/alg=reduce_scatter_block:pairwise/int32/sum/n=4/outofplace/tally/seed=0"]),
+        ({"MPIR_CVAR_REDUCE_SCATTER_INTRA_ALGORITHM": "noncommutative", "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"},
+         ["reduce_scatter/alg=reduce_scatter:noncommutative/int32/sum/n=5/outofplace/tally/seed=0"]),
+    ]
 
 
 @pytest.mark.parametrize("library", list(mpi_libs.LIBRARIES))
 def test_the_installed_libraries_list_their_algorithms(library):
     if not mpi_libs.library(library).available():
         pytest.skip(f"{library} is not installed (make install)")
-    for collective in mpi_libs.FUNCTIONS:
+    for collective, functions in mpi_libs.FUNCTIONS.items():
         names = mpi_libs.algorithms(library, collective)
         assert names[0] == "auto" and len(names) >= 3 and len(set(names)) == len(names)
+        assert len(functions) == 1 or {n.split(":")[0] for n in names[1:]} == set(functions)
     assert mpi_libs.version(library).split()[-1][0].isdigit()

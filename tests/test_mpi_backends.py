@@ -71,15 +71,16 @@ def test_open_mpi_ring_allreduce_and_chain_reduce_reorder_a_noncommutative_op():
 
 @installed("mpich")
 def test_mpich_noncommutative_reduce_scatter_crashes_on_unequal_counts_and_the_sweep_goes_on():
-    result = gen_mpi.sweep("mpich", collectives=["reduce_scatter"], algorithms=["noncommutative", "pairwise"],
-                           dtypes=["int32"], ops=["sum"], sizes=[5, 256])
+    result = gen_mpi.sweep("mpich", collectives=["reduce_scatter"], dtypes=["int32"], ops=["sum"], sizes=[5, 256],
+                           algorithms=["reduce_scatter:noncommutative", "reduce_scatter_block:noncommutative"])
     as_recorded("mpich", result)
     status = {(o.case.algorithm, o.case.count, o.case.inplace): o.status for o in result.outcomes if o.case}
-    assert status[("noncommutative", 5, False)] == "crash"
-    assert status[("noncommutative", 256, False)] == "pass"  # restarted after the crash
-    assert status[("pairwise", 256, False)] == "pass"
+    assert status[("reduce_scatter_block:noncommutative", 256, False)] == "pass"  # equal blocks, 4 ranks
+    assert status[("reduce_scatter:noncommutative", 5, False)] == "crash"  # unequal counts: the assertion
+    assert status[("reduce_scatter:noncommutative", 5, True)] == "unsupported"  # the ranks were restarted and went on
     (crash,) = [v for v in result.violations if v.kind == "crash"]
-    assert crash.details["algorithm"] == "noncommutative" and "alg=noncommutative" in crash.message
+    assert crash.details["algorithm"] == "reduce_scatter:noncommutative"
+    assert "alg=reduce_scatter:noncommutative" in crash.message
 
 
 @installed("intelmpi")

@@ -69,9 +69,11 @@ def list_algorithms(args) -> int:
     for name in collectives:
         if name not in COLLECTIVES:
             raise CollspecError(f"unknown collective {name!r}; use one of {', '.join(COLLECTIVES)}")
-    print(f"{mpi_libs.version(spec.library)} (MPI function: algorithms; auto = the library's own choice)")
+    print(f"{mpi_libs.version(spec.library)}: per collective, its MPI functions and their algorithms "
+          f"(auto: the library's own choice; FUNCTION:NAME where a collective runs two functions)")
     for name in collectives:
-        print(f"{name} ({mpi_libs.FUNCTIONS[name]}): {', '.join(mpi_libs.algorithms(spec.library, name))}")
+        print(f"{name} (MPI_{', MPI_'.join(f.capitalize() for f in mpi_libs.FUNCTIONS[name])}): "
+              f"{', '.join(mpi_libs.algorithms(spec.library, name))}")
     return 0
 
 
