@@ -12,13 +12,17 @@ and 2**24 with ``--full``. "Not divisible by N" means, per collective:
   chunking must handle the remainder (a ring cuts the vector into N chunks).
 - reduce-scatter, all-gather: unequal blocks, the spec's ``reduce_scatter_v``
   and ``all_gather_v``: rank r's block has ``count // N + (r < count % N)``
-  elements. The backend sees them as its buffers' lengths; one that only does
-  equal blocks raises NotImplementedError and the case is ``unsupported``.
+  elements, the blocks in rank order. As in NCCL, torch and MPI, such a case
+  goes to the backend's ``reduce_scatter_v`` / ``all_gather_v`` method (each
+  rank sees its own block as its buffer's length), never to
+  ``reduce_scatter`` / ``all_gather``, which get equal blocks only. A class
+  without the ``_v`` method has these cases ``n/a``: not applicable to it,
+  never a pass, never a failure.
 - all-to-all: the spec defines only equal blocks, so the count is rounded down
   to a multiple of N.
 
 Modes. ``quick`` sweeps one axis at a time from a base case (every dtype x
-op, every size, every root, both in-place modes, float rounding): about 330
+op, every size, every root, both in-place modes, float rounding): about 340
 cases, well under a minute at 4 ranks on 2 cores. The default runs the whole grid without
 2**24; ``full`` adds it.
 
@@ -146,10 +150,12 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
 
     - every dtype x op, both in-place modes, at N + 1 (a remainder for the
       backend's own chunking), or 64N for collectives cut into one block per
-      rank (whose unequal blocks a backend may refuse: the size sweep has them);
+      rank (equal blocks: the size sweep has the unequal ones);
     - every size, and every root, for int32 and float32 (sum where it reduces);
     - float sums and averages of rounding inputs at 4099 elements, where
-      different summation orders round apart.
+      different summation orders round apart; for collectives cut into
+      blocks also at the next multiple of N, so that a backend without the
+      ``_v`` methods is tested on them too.
 
     ``sizes``, if given, replaces every size above.
     """
@@ -178,9 +184,16 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
                 add(dtype, sweep_op, bases[0], root=None)
         for dtype in [d for d in dtypes if is_float(d)]:
             for op in [o for o in ("sum", "avg") if o in ops and spec.reducing]:
-                for count in sizes if sizes is not None else [4099]:
+                for count in sizes if sizes is not None else _rounding_sizes(spec, world):
                     add(dtype, op, count, rounding=True)
     return _unique(out)
+
+
+def _rounding_sizes(collective, world: int) -> list[int]:
+    """4099, and for a collective cut into blocks the next multiple of N (equal blocks)."""
+    if not collective.blocked or 4099 % world == 0:
+        return [4099]
+    return [4099, 4099 + world - 4099 % world]
 
 
 def _unique(cases: list[Case]) -> list[Case]:

@@ -21,8 +21,11 @@ from .launch import LAUNCHERS
 
 MODES = ("quick", "default", "full")
 MAX_WORLD = 256
-#: What becomes of a case (``finding``: a failure that is a known finding).
-STATUSES = ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run")
+#: What becomes of a case (``finding``: a failure that is a known finding;
+#: ``n/a``: unequal blocks for a class without the ``_v`` method, not applicable).
+STATUSES = ("pass", "fail", "finding", "unsupported", "n/a", "hang", "crash", "not-run")
+#: The key of each status among the report's ``stats``.
+STAT_KEYS = {status: {"n/a": "not_applicable"}.get(status, status.replace("-", "_")) for status in STATUSES}
 
 
 @dataclass
@@ -64,7 +67,7 @@ class Conformance:
         counts = self.counts()
         stats = {
             "cases": sum(counts.values()),
-            **{status.replace("-", "_"): counts[status] for status in STATUSES},
+            **{STAT_KEYS[status]: counts[status] for status in STATUSES},
             "seconds": round(self.result.seconds, 2),
             "restarts": self.result.restarts,
             "loopback_only": self.result.loopback_only,
@@ -74,7 +77,8 @@ class Conformance:
         extra = {
             "backend": self.backend.target,
             "capability": self.capability,
-            "cases": [{"case": o.case.id, "algorithm": o.case.algorithm, "status": o.status}
+            "cases": [{"case": o.case.id, "algorithm": o.case.algorithm, "status": o.status,
+                       **({"reason": o.note} if o.note else {})}
                       for o in self.outcomes if o.case is not None],
         }
         return Report("conform", self.backend.text, self.violations, stats, extra)

@@ -128,15 +128,8 @@ class Mpi:
         if self._in_place(output, input):
             raise NotImplementedError("MPI_IN_PLACE reduce-scatter leaves the result at offset 0, not at the rank's block")
 
-    def _equal(self, mine: int) -> list[int] | None:
-        """Every rank's block size, or None when they are all equal."""
-        counts = self.comm.allgather(mine)
-        return None if len(set(counts)) == 1 else counts
-
     def reduce_scatter(self, output, input, op: str = "sum") -> None:
         self._refuse_in_place_scatter(output, input)
-        if self._equal(output.numel()) is not None:
-            return self.reduce_scatter_v(output, input, op)
         self._call(self.comm.Reduce_scatter_block, self._buffer(input), self._buffer(output), op=self._op(op, input))
 
     def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
@@ -145,8 +138,6 @@ class Mpi:
         self._call(self.comm.Reduce_scatter, self._buffer(input), self._buffer(output), recvcounts=counts, op=self._op(op, input))
 
     def all_gather(self, output, input) -> None:
-        if self._equal(input.numel()) is not None:
-            return self.all_gather_v(output, input)
         mine = self.MPI.IN_PLACE if self._in_place(output, input) else self._buffer(input)
         self._call(self.comm.Allgather, mine, self._buffer(output))
 

@@ -6,9 +6,12 @@ refusals it recognises (:data:`REFUSALS`) into NotImplementedError, so they
 are reported ``unsupported`` with torch's own message, and lets every other
 error through (reported as a ``crash``).
 
-Unequal blocks (reduce-scatter and all-gather of a count N does not divide)
-go through the list forms of the API, after the ranks exchange their block
-sizes, since each rank only knows its own.
+``reduce_scatter`` and ``all_gather`` take equal blocks, as the protocol
+promises (``reduce_scatter_tensor``, ``all_gather_into_tensor``). Unequal
+blocks (``reduce_scatter_v``, ``all_gather_v``) go through the list forms of
+the API, after the ranks exchange their block sizes, since each rank only
+knows its own. gloo refuses unequal all-gather blocks (reported
+``unsupported``); nccl takes them.
 """
 
 from __future__ import annotations
@@ -57,17 +60,17 @@ class TorchDistributed:
         self._call(self.dist.all_reduce, tensor, op=self.ops[op])
 
     def reduce_scatter(self, output, input, op: str = "sum") -> None:
-        if input.numel() == output.numel() * self.world_size:
-            self._call(self._reduce_scatter, output, input, op=self.ops[op])
-        else:
-            blocks = list(input.split(self._block_sizes(output.numel(), input.device)))
-            self._call(self.dist.reduce_scatter, output, blocks, op=self.ops[op])
+        self._call(self._reduce_scatter, output, input, op=self.ops[op])
+
+    def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
+        blocks = list(input.split(self._block_sizes(output.numel(), input.device)))
+        self._call(self.dist.reduce_scatter, output, blocks, op=self.ops[op])
 
     def all_gather(self, output, input) -> None:
-        if output.numel() == input.numel() * self.world_size:
-            self._call(self._all_gather, output, input)
-        else:
-            self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel(), input.device))), input)
+        self._call(self._all_gather, output, input)
+
+    def all_gather_v(self, output, input) -> None:
+        self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel(), input.device))), input)
 
     def broadcast(self, tensor, root: int) -> None:
         self._call(self.dist.broadcast, tensor, src=root)

@@ -22,7 +22,9 @@ arrived there and has therefore finished reading round k.
 - **two-shot** all-reduce: a reduce-scatter round (rank r reduces slice r of
   all slots, in rank order) and an all-gather round (everyone copies every
   rank's finished slice): each slice is computed once and only copied;
-- ``reduce_scatter`` and ``all_gather`` are those rounds on their own.
+- ``reduce_scatter`` and ``all_gather`` are those rounds on their own, on
+  equal blocks only (a ValueError otherwise); there are no ``_v`` methods,
+  so conformance reports unequal blocks as not applicable to shm.
 
 Tensors larger than a slot go through in pieces of one slot each.
 
@@ -255,8 +257,6 @@ class SharedMemory:
 
     def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
         n, m = self.world_size, output.numel()
-        if input.numel() % n:
-            raise NotImplementedError(f"shm reduce_scatter: {input.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if input.numel() != n * m:
             raise ValueError(f"reduce_scatter: input has {input.numel()} elements; it needs world_size * output = {n} * {m}")
         reduction = _cpu_reduction(op, input, n)
@@ -272,8 +272,6 @@ class SharedMemory:
 
     def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> None:
         n, m = self.world_size, input.numel()
-        if output.numel() % n:
-            raise NotImplementedError(f"shm all_gather: {output.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if output.numel() != n * m:
             raise ValueError(f"all_gather: output has {output.numel()} elements; it needs world_size * input = {n} * {m}")
         if input.is_cuda or output.is_cuda:

@@ -26,6 +26,8 @@ index, as in the worked example.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def ring_next(r, n):
     """The rank after ``r`` on the ring."""
@@ -98,9 +100,142 @@ def chain_chunk(position, t):
 
 def tree_parent(p):
     """Parent of heap position p >= 1 in a binary tree rooted at position 0."""
-    return (p - 1) // 2
+    return floordiv(p - 1, 2)
 
 
 def hypercube_partner(r, bit):
-    """The partner of rank r across dimension ``bit`` of a hypercube (ints only)."""
-    return r ^ (1 << bit)
+    """The partner of rank r across dimension ``bit`` of a hypercube."""
+    return bit_xor(r, shift_left(1, bit, like=r))
+
+
+# -- the arithmetic vocabulary -----------------------------------------------------------
+#
+# A transfer function (see :mod:`collspec.models.program`) is evaluated on
+# numpy arrays by the generator and on Z3 terms by the proofs. Python's
+# ``if``/``and``/``^`` cannot take a Z3 term, so conditions and bit
+# operations go through these helpers, which mean the same on both. Only
+# what they define may differ between the two evaluations; the refinement
+# check (:func:`collspec.models.program.refine`) compares them on every
+# generated schedule.
+
+#: Ranks are below 2**RANK_BITS (the generators accept at most 2**16 ranks).
+RANK_BITS = 17
+
+
+def _symbolic(*values) -> bool:
+    return any(type(v).__module__.startswith("z3") for v in values)
+
+
+def _z3():
+    import z3
+
+    return z3
+
+
+def constant(value, like):
+    """The int ``value`` in the sort of ``like`` (a Z3 integer or bit-vector
+    term), or unchanged when ``like`` is a number or array."""
+    if not _symbolic(like) or _symbolic(value) or isinstance(value, (bool, np.bool_)):
+        return value
+    z3 = _z3()
+    if z3.is_bv(like):
+        return z3.BitVecVal(value, like.size())
+    return z3.IntVal(value)
+
+
+def _number_in(term):
+    """Some integer or bit-vector subterm of a Z3 term (None if it has none):
+    the sort a condition's plain-number branches take."""
+    z3 = _z3()
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if z3.is_bv(t) or z3.is_int(t):
+            return t
+        if z3.is_app(t):
+            stack.extend(t.children())
+    return None
+
+
+def where(condition, if_true, if_false):
+    """``if_true`` where ``condition`` holds, else ``if_false``."""
+    if _symbolic(condition, if_true, if_false):
+        z3 = _z3()
+        like = if_true if _symbolic(if_true) else if_false if _symbolic(if_false) else _number_in(condition)
+        if like is None or z3.is_bool(like) or isinstance(if_true, (bool, np.bool_)) or isinstance(if_false, (bool, np.bool_)):
+            return z3.If(condition, if_true, if_false)
+        return z3.If(condition, constant(if_true, like), constant(if_false, like))
+    return np.where(condition, if_true, if_false)
+
+
+def both(*conditions):
+    """All conditions hold (elementwise)."""
+    if _symbolic(*conditions):
+        return _z3().And(*conditions)
+    result = np.asarray(True)
+    for condition in conditions:
+        result = result & np.asarray(condition)
+    return result
+
+
+def either(*conditions):
+    """Some condition holds (elementwise)."""
+    if _symbolic(*conditions):
+        return _z3().Or(*conditions)
+    result = np.asarray(False)
+    for condition in conditions:
+        result = result | np.asarray(condition)
+    return result
+
+
+def negate(condition):
+    """The condition does not hold (elementwise)."""
+    if _symbolic(condition):
+        return _z3().Not(condition)
+    return ~np.asarray(condition, dtype=bool)
+
+
+def floordiv(a, b):
+    """``a // b`` for a >= 0 and b >= 1 (Z3: integer or unsigned division)."""
+    if _symbolic(a, b):
+        z3 = _z3()
+        term = a if _symbolic(a) else b
+        a, b = constant(a, term), constant(b, term)
+        return z3.UDiv(a, b) if z3.is_bv(term) else a / b
+    return np.floor_divide(a, b)
+
+
+def floor_log2(v):
+    """floor(log2 v) for 1 <= v < 2**RANK_BITS: the highest power of two
+    2**b <= v, found by comparisons (a priority encoder) so that numpy and
+    Z3 (integers or bit-vectors) evaluate the same expression."""
+    result = constant(0, v)
+    for bit in range(1, RANK_BITS):
+        result = where(v >= (1 << bit), constant(bit, v), result)
+    return result
+
+
+def largest_power_of_two(n):
+    """The largest power of two P <= n (n >= 1)."""
+    return shift_left(1, floor_log2(n), like=n)
+
+
+def shift_left(value, bits, like=None):
+    """``value << bits``; on Z3 bit-vectors the operands take ``like``'s sort."""
+    if _symbolic(value, bits, like):
+        z3 = _z3()
+        sort = next(v for v in (like, bits, value) if _symbolic(v)).sort()
+        return z3.BitVecVal(value, sort) << bits if not _symbolic(value) else value << bits
+    return np.left_shift(value, bits)
+
+
+def shift_right(value, bits):
+    """``value >> bits`` for non-negative values."""
+    if _symbolic(value, bits):
+        return _z3().LShR(value, bits) if _symbolic(value) else value >> bits
+    return np.right_shift(value, bits)
+
+
+def bit_xor(a, b):
+    """``a ^ b`` (ranks across a hypercube dimension)."""
+    return a ^ b

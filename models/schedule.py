@@ -150,7 +150,10 @@ class Schedule:
     ``chunks`` is the number of equal chunks the vector is cut into (and,
     with the default layout, the number of cells per rank). ``owner`` (for
     reduce_scatter) lists, per rank, the chunks it must end with; by default
-    rank r owns block r of chunks/ranks chunks. ``link_capacity`` is how many
+    rank r owns block r of chunks/ranks chunks. A declared owner must give
+    every chunk to exactly one rank, one block of consecutive chunks per rank
+    (:func:`collspec.models.layout.owner_problem`), else using the schedule
+    raises ScheduleError. ``link_capacity`` is how many
     chunks one directed link carries in one step. ``layout`` defaults to
     :func:`collspec.models.layout.default_layout`.
     """

@@ -41,9 +41,10 @@ import z3
 
 from ..models import indexing as ix
 from ..models.generators import ring as ring_gen
+from ..models.program import Program, as_term
 from ..models.schedule import COPY, REDUCE
-from ..spec.bandwidth import bus_factor
-from .solver import FAILED, PROVED, Outcome, Query, prove_exists, run_queries
+from ..spec.bandwidth import FACTORS
+from .solver import Outcome, Query, prove_exists, run_queries
 
 N, r, r2, s, t, x, c = z3.Ints("N r r2 s t x c")
 
@@ -55,37 +56,43 @@ SEARCH_RANKS = range(2, 17)
 
 @dataclass(frozen=True)
 class RingCode:
-    """The functions a ring schedule is generated from, as the code defines
-    them when :meth:`of` is called. Tests build variants with a deliberately
-    wrong function to show that the proofs then fail."""
+    """The ring all-reduce as the code defines it: the transfer function
+    the generator enumerates (:func:`collspec.models.generators.ring.allreduce_program`),
+    read per phase, and the owner function whose properties are stated.
+    Tests pass variants with a deliberately wrong program to show that the
+    proofs then fail."""
 
     variant: str
     owner: Callable  # owner(r, n): the chunk rank r completes in the reduce-scatter
-    reduce_scatter: Callable  # (owner, r, s, n) -> (dst, src_chunk, dst_chunk)
-    all_gather: Callable  # (owner, r, s, n) -> (dst, src_chunk, dst_chunk)
-    hops: Callable  # hops(n) per phase
-    reduce_scatter_op: int
-    all_gather_op: int
+    program: Program  # both phases: reduce-scatter hops, then all-gather hops
     prev: Callable  # candidate for the rank that sends to r; always checked
 
     @classmethod
     def of(cls, variant: str = "ring") -> "RingCode":
-        return cls(
-            variant,
-            ring_gen.OWNERS[variant],
-            ix.rs_transfer,
-            ix.ag_transfer,
-            ix.ring_hops,
-            ring_gen.REDUCE_SCATTER_OP,
-            ring_gen.ALL_GATHER_OP,
-            ix.ring_prev,
-        )
+        return cls(variant, ring_gen.OWNERS[variant], ring_gen.allreduce_program(variant), ix.ring_prev)
+
+    def hops(self, n):
+        """Hops per phase: the program's phase boundary."""
+        return ix.ring_hops(n)
+
+    def _at(self, step, rank, n):
+        t = self.program.transfer(n, step, rank, 0)
+        return tuple(as_term(v, N) for v in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op))
 
     def rs(self, rank, hop, n):
-        return self.reduce_scatter(self.owner, rank, hop, n)
+        return self._at(hop, rank, n)[1:4]
 
     def ag(self, rank, hop, n):
-        return self.all_gather(self.owner, rank, hop, n)
+        return self._at(hop + self.hops(n), rank, n)[1:4]
+
+    def rs_op(self, hop):
+        return self._at(hop, r, N)[4]
+
+    def ag_op(self, hop):
+        return self._at(hop + self.hops(N), r, N)[4]
+
+    def active(self, step):
+        return self._at(step, r, N)[0]
 
     def phases(self) -> list[tuple[str, Callable]]:
         return [("reduce-scatter", self.rs), ("all-gather", self.ag)]
@@ -146,10 +153,8 @@ def same_index(code: RingCode) -> list[Query]:
     for phase, hop in code.phases():
         dst, sent, into = hop(r, s, N)
         claim = z3.And(into == sent, 0 <= sent, sent < N, 0 <= dst, dst < N)
-        what = "copies"
-        if phase == "reduce-scatter":
-            claim = z3.And(claim, z3.BoolVal(code.reduce_scatter_op == REDUCE))
-            what = "adds (op reduce)"
+        op, what = (code.rs_op(s), "adds (op reduce)") if phase == "reduce-scatter" else (code.ag_op(s), "copies")
+        claim = z3.And(claim, op == (REDUCE if phase == "reduce-scatter" else COPY))
         queries.append(Query(f"{phase}: the receiver {what} into the chunk index that was sent", _ranks(r) + _hops(code, s), claim))
     return queries
 
@@ -184,7 +189,10 @@ def links_busy(code: RingCode) -> list[Query]:
     exactly one rank per hop.
     Premises: N >= 2; 0 <= r, r2 < N; 0 <= s < hops(N).
     """
-    queries = [Query("each phase has N - 1 hops, 2(N - 1) in all", [N >= 2], code.hops(N) == N - 1)]
+    queries = [
+        Query("each phase has N - 1 hops, 2(N - 1) in all", [N >= 2], z3.And(code.hops(N) == N - 1, as_term(code.program.steps(N), N) == 2 * (N - 1))),
+        Query("every rank sends in every hop", _ranks(r) + [0 <= s, s < 2 * code.hops(N)], code.active(s)),
+    ]
     for phase, hop in code.phases():
         dst, _, _ = hop(r, s, N)
         sender = code.prev(r, N)
@@ -325,8 +333,8 @@ def contributors(code: RingCode) -> list:
 
 
 def _after_all_gather(code: RingCode, before, incoming, combine):
-    """The receiver's cell after an all-gather transfer of the code's op."""
-    return z3.If(z3.BoolVal(code.all_gather_op == COPY), incoming, combine(before, incoming))
+    """The receiver's cell after all-gather hop s, by the code's op."""
+    return z3.If(code.ag_op(s) == COPY, incoming, combine(before, incoming))
 
 
 def _all_gather_forwards(code: RingCode, first_words: str, step_words: str) -> list[Query]:
@@ -385,7 +393,7 @@ def all_gather(code: RingCode) -> list:
     ) + [
         Query(
             "every hop: the receiver's cell becomes the complete chunk (count 1 per rank), whatever it held",
-            [before >= 0],
+            _ranks(r) + _hops(code, s) + [before >= 0],
             _after_all_gather(code, before, z3.IntVal(1), lambda a, b: a + b) == 1,
         ),
         reaches_every_rank,
@@ -409,7 +417,7 @@ def identical_bits(code: RingCode) -> list[Query]:
     combine = z3.Function("combine", value, value, value)
     to_r, received, _ = code.ag(code.prev(r, N), s, N)
     return [
-        Query("every all-gather transfer is a copy: the receiver's cell becomes the incoming value", [], _after_all_gather(code, before, incoming, combine) == incoming),
+        Query("every all-gather transfer is a copy: the receiver's cell becomes the incoming value", _ranks(r) + _hops(code, s), _after_all_gather(code, before, incoming, combine) == incoming),
     ] + _all_gather_forwards(
         code,
         "base: the first all-gather hop sends the owner's final value",
@@ -426,26 +434,23 @@ def identical_bits(code: RingCode) -> list[Query]:
 def traffic(code: RingCode) -> list:
     """Per-rank traffic is 2(N - 1)/N of the vector for the all-reduce,
     (N - 1)/N for each phase alone: the lower bounds of
-    :mod:`collspec.spec.bandwidth`.
+    :mod:`collspec.spec.bandwidth`, whose formulas (``FACTORS``) are
+    evaluated here with N symbolic.
 
-    Each rank sends one chunk (1/N of the vector) per hop and receives one
-    (links-busy), for hops(N) hops per phase. spec.bandwidth's
-    ``bus_factor`` is plain Python (it branches on N), so the bound it
-    states is compared with 2(N - 1)/N and (N - 1)/N for N = 2..64.
-    Premises: N >= 2; the generator's one transfer per rank per hop and N chunks.
+    Each rank sends one chunk (1/chunks(N) of the vector) per step and
+    receives one (links-busy: every rank is active in every step, one slot
+    each, and receives from exactly one rank), for steps(N) steps, hops(N)
+    per phase.
+    Premises: N >= 2.
     """
-    n, hops = z3.ToReal(N), z3.ToReal(code.hops(N))
-
-    def bound_is_the_spec() -> Outcome:
-        for k in range(2, 65):
-            if bus_factor("allreduce", k) != 2 * (k - 1) / k or bus_factor("reduce_scatter", k) != (k - 1) / k:
-                return Outcome(FAILED, f"spec.bandwidth's lower bound is not 2(N-1)/N at N={k}", {"N": k})
-        return Outcome(PROVED, queries=[("the bounds are spec.bandwidth's (N = 2..64)", PROVED, 0.0)])
-
+    n = z3.ToReal(N)
+    chunk = 1 / z3.ToReal(as_term(code.program.chunks(N), N))
+    steps = z3.ToReal(as_term(code.program.steps(N), N))
+    hops = z3.ToReal(code.hops(N))
     return [
-        Query("all-reduce: each rank sends and receives 2 hops(N)/N = 2(N - 1)/N of the vector", [N >= 2], 2 * hops / n == 2 * (n - 1) / n),
-        Query("reduce-scatter, all-gather: hops(N)/N = (N - 1)/N each", [N >= 2], hops / n == (n - 1) / n),
-        bound_is_the_spec,
+        Query("one slot per rank per step", [N >= 2], as_term(code.program.width(N), N) == 1),
+        Query("all-reduce: each rank sends and receives steps(N)/chunks(N) = spec.bandwidth's allreduce factor", [N >= 2], steps * chunk == FACTORS["allreduce"](n)),
+        Query("each phase: hops(N)/chunks(N) = spec.bandwidth's reduce_scatter and allgather factors", [N >= 2], z3.And(hops * chunk == FACTORS["reduce_scatter"](n), hops * chunk == FACTORS["allgather"](n))),
     ]
 
 

@@ -31,16 +31,24 @@ from __future__ import annotations
 from .collectives import collective_name
 
 
+#: collective -> its factor as a formula in N >= 2 (the table above); plain
+#: arithmetic, so the proofs evaluate the same formula with N symbolic.
+FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1,
+    "reduce": lambda n: 1,
+}
+
+
 def bus_factor(collective: str, n: int) -> float:
     """The bandwidth factor of the table above (0 for a single rank)."""
     name = collective_name(collective)
     if n <= 1:
         return 0.0
-    if name == "allreduce":
-        return 2 * (n - 1) / n
-    if name in ("reduce_scatter", "allgather", "alltoall"):
-        return (n - 1) / n
-    return 1.0
+    return float(FACTORS[name](n))
 
 
 def traffic_lower_bound(collective: str, n: int, nbytes: float) -> float:

@@ -84,6 +84,8 @@ CASES = [
     ("no-mode", edit('inplace="1"', 'inplace="0"'), 1, ["neither inplace=\"1\" nor outofplace=\"1\""]),
     ("input-too-big", edit('i_chunks="2"', 'i_chunks="3"'), 2, ["GPU 0 declares i_chunks=3 but a allreduce with nchunksperloop=2 on 2 GPUs has 2"]),
     ("not-divisible", edit('coll="allreduce"', 'coll="allgather"').replace('nchunksperloop="2"', 'nchunksperloop="3"'), 1, ["needs nchunksperloop divisible by ngpus (got 3 for 2 GPUs)"]),
+    # a reduce-scatter's output blocks (o[k] is i[r*C/N + k]) partition the chunks only when N divides C
+    ("reducescatter-not-divisible", edit('coll="allreduce"', 'coll="reducescatter"').replace('nchunksperloop="2"', 'nchunksperloop="3"'), 1, ["a reduce_scatter needs nchunksperloop divisible by ngpus (got 3 for 2 GPUs)"]),
 ]
 
 

@@ -93,8 +93,10 @@ def _prove() -> tuple[bool, str]:
 
     results = [run_proof(p) for p in suite()]
     failed = [r.name for r in results if not r.ok]
-    every_n = sum(r.scope.startswith("all N") for r in results)
-    detail = f"{len(results) - len(failed)}/{len(results)} proved ({every_n} for all N>=2, {len(results) - every_n} bounded)"
+    trivial = sum(r.status == "trivial" for r in results)
+    proved = [r for r in results if r.status == "proved"]
+    every_n = sum(r.scope.startswith("all N") for r in proved)
+    detail = f"{len(proved)}/{len(results)} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
     return not failed, detail + (f"; not proved: {', '.join(failed[:5])}" if failed else "")
 
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from ...spec.collectives import collective_name
 from ..layout import ScheduleError
+from ..program import Program
 from ..schedule import Schedule
 from . import direct, hierarchical, recursive, ring, tree
 
@@ -43,7 +44,41 @@ ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
     "hierarchical-ring": {"allreduce": hierarchical.allreduce},
 }
 
+#: algorithm -> collective -> the Program factory (options as keywords, no N):
+#: the transfer functions the generators above enumerate and the proofs evaluate.
+PROGRAMS: dict[str, dict[str, Callable[..., Program]]] = {
+    "ring": {
+        "allreduce": ring.allreduce_program,
+        "reduce_scatter": ring.reduce_scatter_program,
+        "allgather": ring.allgather_program,
+        "broadcast": lambda root=0, chunks=None: ring.chain_program("broadcast", root, chunks),
+        "reduce": lambda root=0, chunks=None: ring.chain_program("reduce", root, chunks),
+    },
+    "ring-seed": {
+        "allreduce": lambda: ring.allreduce_program("ring-seed"),
+        "reduce_scatter": lambda: ring.reduce_scatter_program("ring-seed"),
+    },
+    "direct": {
+        "allreduce": lambda: direct.exchange_program("allreduce"),
+        "reduce_scatter": lambda: direct.exchange_program("reduce_scatter"),
+        "allgather": lambda: direct.exchange_program("allgather"),
+        "alltoall": lambda: direct.exchange_program("alltoall"),
+        "broadcast": direct.broadcast_program,
+        "reduce": direct.reduce_program,
+    },
+    "hub": {"allreduce": direct.hub_program, "broadcast": direct.broadcast_program, "reduce": direct.reduce_program},
+    "recursive-doubling": {"allreduce": recursive.rd_allreduce_program, "allgather": recursive.rd_allgather_program},
+    "halving-doubling": {"allreduce": recursive.hd_allreduce_program, "reduce_scatter": recursive.hd_reduce_scatter_program},
+    "binary-tree": {"allreduce": tree.allreduce_program, "reduce": tree.reduce_program, "broadcast": tree.broadcast_program},
+    "hierarchical-ring": {"allreduce": hierarchical.program},
+}
+
 MAX_RANKS = 1 << 16
+
+
+def program(algorithm: str, collective: str, **options) -> Program:
+    """The transfer function of a built-in algorithm for one collective."""
+    return PROGRAMS[algorithm][collective_name(collective)](**options)
 
 
 def generate(algorithm: str, collective: str, ranks: int, **options) -> Schedule:

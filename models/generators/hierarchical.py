@@ -15,14 +15,19 @@ Traffic per rank is 2(N-1)/N of the vector, the lower bound, while only
 formulas are :mod:`collspec.models.indexing`'s, applied within each ring.
 The intra-group hops move a whole block, so the schedule declares a link
 capacity of G chunks.
+
+One transfer function (:class:`~collspec.models.program.Program`) with the
+group size L as its option: slot j of rank r stands for chunk j of the block
+it sends (slot 0 alone in the inter-group phases).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import indexing as ix
-from ..schedule import COPY, REDUCE, Schedule, Step
+from ..program import Program, Transfer
+from ..schedule import COPY, REDUCE, Schedule
+
+PHASES = ("intra reduce-scatter", "inter reduce-scatter", "inter all-gather", "intra all-gather")
 
 
 def default_group_size(n: int) -> int:
@@ -30,39 +35,56 @@ def default_group_size(n: int) -> int:
     return max(d for d in range(1, int(n**0.5) + 1) if n % d == 0) if n > 0 else 1
 
 
+def phase_lengths(n, size):
+    """Hops of the four phases: L - 1, G - 1, G - 1, L - 1."""
+    groups = ix.floordiv(n, size)
+    return (size - 1, groups - 1, groups - 1, size - 1)
+
+
+def program(size=1) -> Program:
+    """The hierarchical ring for groups of ``size`` ranks (size divides N)."""
+
+    def transfer(n, s, r, j):
+        groups = ix.floordiv(n, size)
+        g, l = ix.floordiv(r, size), r % size
+        intra_next = g * size + ix.ring_next(l, size)
+        inter_next = ix.ring_next(g, groups) * size + l
+        first = phase_lengths(n, size)
+        k1 = s - first[0]
+        k2 = k1 - first[1]
+        k3 = k2 - first[2]
+        block_rs = ix.ring_rs_send(l, s, size) * groups + j
+        block_ag = ix.ag_send(ix.ring_owner, l, k3, size) * groups + j
+        cases = [
+            (s < first[0], Transfer(True, intra_next, block_rs, block_rs, REDUCE)),
+            (k1 < first[1], Transfer(j == 0, inter_next, l * groups + ix.ring_rs_send(g, k1, groups), l * groups + ix.ring_rs_send(g, k1, groups), REDUCE)),
+            (k2 < first[2], Transfer(j == 0, inter_next, l * groups + ix.ag_send(ix.ring_owner, g, k2, groups), l * groups + ix.ag_send(ix.ring_owner, g, k2, groups), COPY)),
+        ]
+        result = Transfer(True, intra_next, block_ag, block_ag, COPY)
+        for condition, t in reversed(cases):
+            result = Transfer(*(ix.where(condition, a, b) for a, b in zip((t.active, t.dst, t.src_chunk, t.dst_chunk, t.op), (result.active, result.dst, result.src_chunk, result.dst_chunk, result.op))))
+        return result
+
+    def label(n, s):
+        for phase, length in zip(PHASES, phase_lengths(n, size)):
+            if s < length:
+                return phase, None
+            s -= length
+        return PHASES[-1], None
+
+    def steps(n):
+        return sum(phase_lengths(n, size))
+
+    def capacity(n, steps):
+        return n // size if size > 1 else 1
+
+    return Program("hierarchical-ring", "allreduce", lambda n: n, steps, lambda n: ix.floordiv(n, size), transfer, label, program,
+                   params={"size": size}, capacity=capacity, meta={"group_size": size},
+                   title=lambda n: f"hierarchical-ring allreduce, {n} ranks ({n // size} groups of {size})")
+
+
 def allreduce(n: int, group_size: int | None = None) -> Schedule:
     size = group_size or default_group_size(n)
     if n % size:
         raise ValueError(f"group size {size} does not divide {n} ranks")
-    groups = n // size
-    r = np.arange(n)
-    g, l = r // size, r % size
-    intra_next = g * size + ix.ring_next(l, size)
-    inter_next = ix.ring_next(g, groups) * size + l
-    block = np.arange(groups)
-
-    def blocks(b):  # every chunk of block b, for each rank: shape (ranks, G)
-        return (b[:, None] * groups + block[None, :]).ravel()
-
-    steps = []
-    for s in range(size - 1):
-        chunk = blocks(ix.ring_rs_send(l, s, size))
-        steps.append(Step.of(np.repeat(r, groups), np.repeat(intra_next, groups), chunk, chunk, REDUCE, phase="intra reduce-scatter"))
-    for s in range(groups - 1):
-        chunk = l * groups + ix.ring_rs_send(g, s, groups)
-        steps.append(Step.of(r, inter_next, chunk, chunk, REDUCE, phase="inter reduce-scatter"))
-    for s in range(groups - 1):
-        chunk = l * groups + ix.ag_send(ix.ring_owner, g, s, groups)
-        steps.append(Step.of(r, inter_next, chunk, chunk, COPY, phase="inter all-gather"))
-    for s in range(size - 1):
-        chunk = blocks(ix.ag_send(ix.ring_owner, l, s, size))
-        steps.append(Step.of(np.repeat(r, groups), np.repeat(intra_next, groups), chunk, chunk, COPY, phase="intra all-gather"))
-    return Schedule(
-        "allreduce",
-        n,
-        n,
-        tuple(steps),
-        name=f"hierarchical-ring allreduce, {n} ranks ({groups} groups of {size})",
-        link_capacity=groups if size > 1 else 1,
-        meta={"group_size": size},
-    )
+    return program(size).schedule(n)

@@ -21,96 +21,85 @@ half the vector, or all of it when folding). Their schedules therefore
 declare ``link_capacity`` as their largest message in chunks: the
 link-overload check holds them to that, and the cost model charges each
 step for its largest message.
+
+Each is one transfer function (:class:`~collspec.models.program.Program`,
+on bit-vectors because of the XOR): slot j of rank r stands for chunk j.
+A step is a fold (only when E > 0), one step per bit, or an unfold (only
+when E > 0), in that order.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import indexing as ix
 from ..indexing import hypercube_partner
+from ..program import BITVEC, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule, Step
 
 
-def _split(n: int) -> tuple[int, int, int]:
+def split(n):
     """(P, E, log2 P): largest power of two P <= n, extras E = n - P."""
-    p = 1 << (n.bit_length() - 1)
-    return p, n - p, p.bit_length() - 1
+    p = ix.largest_power_of_two(n)
+    return p, n - p, ix.floor_log2(n)
 
 
-def _virtual(c: np.ndarray, p: int) -> np.ndarray:
-    return np.where(c < p, c, c - p)
+def virtual(c, p):
+    """The rank < P that finishes chunk c (c for c < P, c - P above)."""
+    return ix.where(c < p, c, c - p)
 
 
-def _send_sets(pairs: list[tuple[int, int, np.ndarray]], op: int, phase: str, name: str) -> Step:
-    """One step from (src, dst, chunks) triples."""
-    parts = [Step.of(s, d, c, c, op, phase=phase) for s, d, c in pairs if len(c)]
-    return Step.concat(parts, phase=phase, name=name)
+def _has_fold(n):
+    return ix.where(split(n)[1] > 0, 1, 0)
 
 
-def _fold(n: int, chunks: np.ndarray, op: int) -> Step:
-    p, e, _ = _split(n)
-    return _send_sets([(p + j, j, chunks) for j in range(e)], op, "fold", "extra ranks fold into their partners")
+def _steps(n, bit_phases: int):
+    return 2 * _has_fold(n) + bit_phases * split(n)[2]
 
 
-def _unfold(n: int, chunks_for) -> Step:
-    p, e, _ = _split(n)
-    return _send_sets([(j, p + j, chunks_for(j)) for j in range(e)], COPY, "unfold", "partners send the result to the extra ranks")
+def _pick(cases: list, default: Transfer) -> Transfer:
+    """The transfer of the first case whose condition holds."""
+    result = default
+    for condition, t in reversed(cases):
+        result = Transfer(*(ix.where(condition, a, b) for a, b in zip((t.active, t.dst, t.src_chunk, t.dst_chunk, t.op), (result.active, result.dst, result.src_chunk, result.dst_chunk, result.op))))
+    return result
 
 
-def rd_allreduce(n: int) -> Schedule:
-    p, e, levels = _split(n)
-    steps = [_fold(n, np.array([0]), REDUCE)] if e else []
-    i = np.arange(p)
-    for k in range(levels):
-        steps.append(Step.of(i, hypercube_partner(i, k), 0, 0, REDUCE, phase="recursive doubling", name=f"exchange across bit {k}"))
-    if e:
-        steps.append(_unfold(n, lambda j: np.array([0])))
-    return Schedule("allreduce", n, 1, tuple(steps), name=f"recursive-doubling allreduce, {n} ranks")
+def _bits(n, s, r, j, phases, fold: Transfer, unfold: Transfer) -> Transfer:
+    """Fold, then one step per bit for each of ``phases`` (functions of the
+    bit's index k in that phase), then unfold."""
+    _, _, levels = split(n)
+    f = _has_fold(n)
+    cases = [(ix.both(f == 1, s == 0), fold)]
+    for i, phase in enumerate(phases):
+        k = s - f - i * levels
+        cases.append((ix.both(k >= 0, k < levels), phase(k)))
+    return _pick(cases, unfold)
 
 
-def rd_allgather(n: int) -> Schedule:
-    p, e, levels = _split(n)
-    chunks = np.arange(n)
-    v = _virtual(chunks, p)
-    steps = [_send_sets([(p + j, j, np.array([p + j])) for j in range(e)], COPY, "fold", "extra ranks send their chunk to their partners")] if e else []
-    for k in range(levels):
-        # before step k rank i holds the chunks of the 2**k ranks sharing its high bits
-        pairs = [(i, hypercube_partner(i, k), chunks[(v >> k) == (i >> k)]) for i in range(p)]
-        steps.append(_send_sets(pairs, COPY, "all-gather", f"exchange across bit {k}"))
-    if e:
-        steps.append(_unfold(n, lambda j: chunks[chunks != p + j]))
-    return Schedule("allgather", n, n, tuple(steps), name=f"recursive-doubling allgather, {n} ranks", link_capacity=_largest_message(steps))
+def _label(bit_phases, fold_name=None):
+    """(phase, name) of step s: bit_phases is [(phase, name of bit b, bit of k)]."""
+
+    def label(n, s):
+        p, e, levels = (int(x) for x in split(n))
+        f = 1 if e else 0
+        if f and s == 0:
+            return "fold", fold_name or FOLD_NAME
+        k = s - f
+        for phase, verb, bit in bit_phases:
+            if k < levels:
+                return phase, f"{verb} across bit {bit(k, levels)}"
+            k -= levels
+        return "unfold", UNFOLD_NAME
+
+    return label
 
 
-def _hypercube_phase(n: int, bits: range, op: int, phase: str, verb: str, keeps_partner_half: bool) -> list[Step]:
-    """One step per bit: rank i sends its partner across ``bit`` the chunks
-    whose finishing rank agrees with the partner (halving: the half it hands
-    over) or with itself (doubling: everything it has finished so far) on
-    that bit and every higher one."""
-    p, _, _ = _split(n)
-    chunks = np.arange(n)
-    v = _virtual(chunks, p)
-    steps = []
-    for b in bits:
-        pairs = []
-        for i in range(p):
-            partner = hypercube_partner(i, b)
-            owner = partner if keeps_partner_half else i
-            pairs.append((i, partner, chunks[(v >> b) == (owner >> b)]))
-        steps.append(_send_sets(pairs, op, phase, f"{verb} across bit {b}"))
-    return steps
+FOLD_NAME = "extra ranks fold into their partners"
+UNFOLD_NAME = "partners send the result to the extra ranks"
 
 
-def _halving(n: int) -> list[Step]:
-    levels = _split(n)[2]
-    return _hypercube_phase(n, range(levels - 1, -1, -1), REDUCE, "reduce-scatter", "halving", True)
-
-
-def _doubling(n: int) -> list[Step]:
-    return _hypercube_phase(n, range(_split(n)[2]), COPY, "all-gather", "doubling", False)
-
-
-def _largest_message(steps: list[Step]) -> int:
+def _largest_message(n: int, steps: list[Step]) -> int:
     """The most chunks any directed link carries in one step."""
     largest = 1
     for step in steps:
@@ -120,19 +109,93 @@ def _largest_message(steps: list[Step]) -> int:
     return largest
 
 
+def rd_allreduce_program() -> Program:
+    def transfer(n, s, r, j):
+        p, e, _ = split(n)
+        one = j == 0
+        fold = Transfer(ix.both(r >= p, one), r - p, 0, 0, REDUCE)
+        unfold = Transfer(ix.both(r < e, one), r + p, 0, 0, COPY)
+        return _bits(n, s, r, j, [lambda k: Transfer(ix.both(r < p, one), hypercube_partner(r, k), 0, 0, REDUCE)], fold, unfold)
+
+    return Program("recursive-doubling", "allreduce", lambda n: 1, lambda n: _steps(n, 1), lambda n: 1, transfer,
+                   _label([("recursive doubling", "exchange", lambda k, levels: k)]), rd_allreduce_program, sort=BITVEC,
+                   title=lambda n: f"recursive-doubling allreduce, {n} ranks")
+
+
+def rd_allgather_program() -> Program:
+    """Before the step across bit k, rank i < P holds the chunks of the 2**k
+    ranks sharing its bits above k, and sends them all to its partner."""
+
+    def transfer(n, s, r, j):
+        p, e, _ = split(n)
+        fold = Transfer(ix.both(r >= p, j == r), r - p, j, j, COPY)
+        unfold = Transfer(ix.both(r < e, j != r + p), r + p, j, j, COPY)
+
+        def exchange(k):
+            return Transfer(ix.both(r < p, ix.shift_right(virtual(j, p), k) == ix.shift_right(r, k)), hypercube_partner(r, k), j, j, COPY)
+
+        return _bits(n, s, r, j, [exchange], fold, unfold)
+
+    return Program("recursive-doubling", "allgather", lambda n: n, lambda n: _steps(n, 1), lambda n: n, transfer,
+                   _label([("all-gather", "exchange", lambda k, levels: k)], "extra ranks send their chunk to their partners"), rd_allgather_program, capacity=_largest_message, sort=BITVEC,
+                   title=lambda n: f"recursive-doubling allgather, {n} ranks")
+
+
+def _halving(n, r, j, k):
+    """Halving step k works on bit L-1-k: rank i hands its partner the chunks
+    whose finishing rank agrees with the partner on that bit and above."""
+    p, _, levels = split(n)
+    bit = levels - 1 - k
+    partner = hypercube_partner(r, bit)
+    return Transfer(ix.both(r < p, ix.shift_right(virtual(j, p), bit) == ix.shift_right(partner, bit)), partner, j, j, REDUCE)
+
+
+def _doubling(n, r, j, k):
+    """Doubling step k works on bit k: rank i sends everything it has
+    finished so far (the chunks agreeing with it on bit k and above)."""
+    p, _, _ = split(n)
+    return Transfer(ix.both(r < p, ix.shift_right(virtual(j, p), k) == ix.shift_right(r, k)), hypercube_partner(r, k), j, j, COPY)
+
+
+HALVING = ("reduce-scatter", "halving", lambda k, levels: levels - 1 - k)
+DOUBLING = ("all-gather", "doubling", lambda k, levels: k)
+
+
+def _hd_program(collective: str) -> Program:
+    allreduce = collective == "allreduce"
+
+    def transfer(n, s, r, j):
+        p, e, _ = split(n)
+        fold = Transfer(r >= p, r - p, j, j, REDUCE)
+        unfold = Transfer(ix.both(r < e, True if allreduce else j == r + p), r + p, j, j, COPY)
+        phases = [lambda k: _halving(n, r, j, k)] + ([lambda k: _doubling(n, r, j, k)] if allreduce else [])
+        return _bits(n, s, r, j, phases, fold, unfold)
+
+    bit_phases = 2 if allreduce else 1
+    return Program("halving-doubling", collective, lambda n: n, lambda n: _steps(n, bit_phases), lambda n: n, transfer,
+                   _label([HALVING, DOUBLING][:bit_phases]), lambda: _hd_program(collective), capacity=_largest_message, sort=BITVEC,
+                   title=lambda n: f"halving-doubling {collective}, {n} ranks")
+
+
+def hd_allreduce_program() -> Program:
+    return _hd_program("allreduce")
+
+
+def hd_reduce_scatter_program() -> Program:
+    return _hd_program("reduce_scatter")
+
+
+def rd_allreduce(n: int) -> Schedule:
+    return rd_allreduce_program().schedule(n)
+
+
+def rd_allgather(n: int) -> Schedule:
+    return rd_allgather_program().schedule(n)
+
+
 def hd_allreduce(n: int) -> Schedule:
-    _, e, _ = _split(n)
-    every = np.arange(n)
-    steps = ([_fold(n, every, REDUCE)] if e else []) + _halving(n) + _doubling(n)
-    if e:
-        steps.append(_unfold(n, lambda j: every))
-    return Schedule("allreduce", n, n, tuple(steps), name=f"halving-doubling allreduce, {n} ranks", link_capacity=_largest_message(steps))
+    return hd_allreduce_program().schedule(n)
 
 
 def hd_reduce_scatter(n: int) -> Schedule:
-    p, e, _ = _split(n)
-    every = np.arange(n)
-    steps = ([_fold(n, every, REDUCE)] if e else []) + _halving(n)
-    if e:
-        steps.append(_unfold(n, lambda j: np.array([p + j])))
-    return Schedule("reduce_scatter", n, n, tuple(steps), name=f"halving-doubling reduce_scatter, {n} ranks", link_capacity=_largest_message(steps))
+    return hd_reduce_scatter_program().schedule(n)

@@ -2,82 +2,139 @@
 all-gather) and the pipelined chain along the ring (broadcast, reduce).
 
 Every hop, every rank sends one chunk to the next rank while receiving one
-from the previous: all N links busy, one chunk each. The chunks come from
-:mod:`collspec.models.indexing`, whose functions the proofs verify.
+from the previous: all N links busy, one chunk each. Each algorithm is one
+transfer function (:class:`~collspec.models.program.Program`) built from
+:mod:`collspec.models.indexing`; the generator enumerates it and the proofs
+evaluate it, so both see the same code.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import indexing as ix
-from ..schedule import COPY, REDUCE, Schedule, Step
+from ..program import Program, Transfer
+from ..schedule import COPY, REDUCE, Schedule
 
 OWNERS = {"ring": ix.ring_owner, "ring-seed": ix.ring_seed_owner}
 #: What the receiver does with a chunk in each phase.
 REDUCE_SCATTER_OP = REDUCE
 ALL_GATHER_OP = COPY
 
-
-def _phase(n: int, owner, transfer, op: int, phase: str, first_hop: int) -> list[Step]:
-    """The N - 1 hops of one ring phase; ``transfer`` is rs_transfer or ag_transfer."""
-    r = np.arange(n)
-    steps = []
-    for s in range(ix.ring_hops(n)):
-        dst, src_chunk, dst_chunk = transfer(owner, r, s, n)
-        steps.append(Step.of(r, dst, src_chunk, dst_chunk, op, phase=phase, name=f"{phase} hop {first_hop + s}"))
-    return steps
+RS, AG = "reduce-scatter", "all-gather"
 
 
-def _reduce_scatter_steps(n: int, owner) -> list[Step]:
-    return _phase(n, owner, ix.rs_transfer, REDUCE_SCATTER_OP, "reduce-scatter", 1)
+def _chunks(n):
+    return n
 
 
-def _all_gather_steps(n: int, owner, first_hop: int = 1) -> list[Step]:
-    return _phase(n, owner, ix.ag_transfer, ALL_GATHER_OP, "all-gather", first_hop)
+def _one(n):
+    return 1
 
 
-def allreduce(n: int, variant: str = "ring") -> Schedule:
+def _hops(n):
+    return ix.ring_hops(n)
+
+
+def _two_phases(n):
+    return 2 * ix.ring_hops(n)
+
+
+def _phase_transfer(phase: str, owner, r, hop, n) -> Transfer:
+    """Rank r's one transfer at ``hop`` of a ring phase."""
+    if phase == RS:
+        dst, src_chunk, dst_chunk = ix.rs_transfer(owner, r, hop, n)
+        return Transfer(True, dst, src_chunk, dst_chunk, REDUCE_SCATTER_OP)
+    dst, src_chunk, dst_chunk = ix.ag_transfer(owner, r, hop, n)
+    return Transfer(True, dst, src_chunk, dst_chunk, ALL_GATHER_OP)
+
+
+def _either_phase(n, s, first: Transfer, second: Transfer) -> Transfer:
+    """``first`` during the reduce-scatter's hops, then ``second``."""
+    in_first = s < ix.ring_hops(n)
+    return Transfer(
+        ix.where(in_first, first.active, second.active),
+        ix.where(in_first, first.dst, second.dst),
+        ix.where(in_first, first.src_chunk, second.src_chunk),
+        ix.where(in_first, first.dst_chunk, second.dst_chunk),
+        ix.where(in_first, first.op, second.op),
+    )
+
+
+def _label(phases: tuple[str, ...], first_hops: tuple[int, ...]):
+    def label(n, s):
+        k = min(int(s) // max(int(ix.ring_hops(n)), 1), len(phases) - 1)
+        hop = int(s) - k * int(ix.ring_hops(n))
+        return phases[k], f"{phases[k]} hop {(first_hops[k] if first_hops[k] else n) + hop}"
+
+    return label
+
+
+def allreduce_program(variant: str = "ring") -> Program:
     owner = OWNERS[variant]
-    steps = _reduce_scatter_steps(n, owner) + _all_gather_steps(n, owner, first_hop=n)
-    return Schedule("allreduce", n, n, tuple(steps), name=f"{variant} allreduce, {n} ranks")
+
+    def transfer(n, s, r, j):
+        hops = ix.ring_hops(n)
+        return _either_phase(n, s, _phase_transfer(RS, owner, r, s, n), _phase_transfer(AG, owner, r, s - hops, n))
+
+    return Program(variant, "allreduce", _chunks, _two_phases, _one, transfer, _label((RS, AG), (1, 0)), lambda: allreduce_program(variant),
+                   title=lambda n: f"{variant} allreduce, {n} ranks")
 
 
-def reduce_scatter(n: int, variant: str = "ring") -> Schedule:
+def reduce_scatter_program(variant: str = "ring") -> Program:
     """Rank r ends with chunk owner(r). For ``ring-seed`` that is r + 1, which
     the checker reports against the reduce-scatter postcondition (rank r owns
     chunk r) unless the schedule declares that ownership."""
-    return Schedule("reduce_scatter", n, n, tuple(_reduce_scatter_steps(n, OWNERS[variant])), name=f"{variant} reduce_scatter, {n} ranks")
+    owner = OWNERS[variant]
+    return Program(variant, "reduce_scatter", _chunks, _hops, _one, lambda n, s, r, j: _phase_transfer(RS, owner, r, s, n), _label((RS,), (1,)),
+                   lambda: reduce_scatter_program(variant), title=lambda n: f"{variant} reduce_scatter, {n} ranks")
+
+
+def allgather_program(variant: str = "ring") -> Program:
+    # The all-gather collective starts with rank r holding block r.
+    return Program(variant, "allgather", _chunks, _hops, _one, lambda n, s, r, j: _phase_transfer(AG, ix.ring_owner, r, s, n), _label((AG,), (1,)),
+                   lambda: allgather_program(variant), title=lambda n: f"{variant} allgather, {n} ranks")
+
+
+def chain_program(collective: str, root=0, chunks=None) -> Program:
+    """Pipelined chain along the ring: from ``root`` to the rank before it
+    (broadcast, copies), or from the rank after ``root`` around to ``root``
+    (reduce, reduces). The p-th sender forwards chunk t - p at step t;
+    ``chunks`` (default N) is how many pieces the vector is cut into."""
+    toward_root = collective == "reduce"
+    op, phase = (REDUCE, "reduce") if toward_root else (COPY, "broadcast")
+
+    def count(n):
+        return n if chunks is None else chunks
+
+    def transfer(n, t, r, j):
+        q = ix.chain_position(r, root, n)
+        order = q - 1 if toward_root else q
+        sends = q >= 1 if toward_root else q <= n - 2
+        chunk = ix.chain_chunk(order, t)
+        return Transfer(ix.both(sends, chunk >= 0, chunk < count(n)), ix.ring_next(r, n), chunk, chunk, op)
+
+    params = {"root": root} if chunks is None else {"root": root, "chunks": chunks}
+    return Program(
+        "ring", collective, count, lambda n: count(n) + n - 2, _one, transfer, lambda n, s: (phase, None),
+        lambda **p: chain_program(collective, **p), params=params, root=root,
+        title=lambda n: f"ring (pipelined chain) {collective}, {n} ranks",
+    )
+
+
+def allreduce(n: int, variant: str = "ring") -> Schedule:
+    return allreduce_program(variant).schedule(n)
+
+
+def reduce_scatter(n: int, variant: str = "ring") -> Schedule:
+    return reduce_scatter_program(variant).schedule(n)
 
 
 def allgather(n: int, variant: str = "ring") -> Schedule:
-    # The all-gather collective starts with rank r holding block r.
-    return Schedule("allgather", n, n, tuple(_all_gather_steps(n, ix.ring_owner)), name=f"{variant} allgather, {n} ranks")
-
-
-def _chain(n: int, root: int, chunks: int, toward_root: bool) -> list[Step]:
-    """Pipelined chain along the ring: from ``root`` to the rank before it
-    (broadcast, copies), or from the rank after ``root`` around to ``root``
-    (reduce, reduces). The p-th sender forwards chunk t - p at step t."""
-    r = np.arange(n)
-    q = ix.chain_position(r, root, n)
-    order = q - 1 if toward_root else q  # p: which sender this rank is
-    sends = (q >= 1) if toward_root else (q <= n - 2)
-    op, phase = (REDUCE, "reduce") if toward_root else (COPY, "broadcast")
-    steps = []
-    for t in range(chunks + n - 2):
-        chunk = ix.chain_chunk(order, t)
-        active = sends & (chunk >= 0) & (chunk < chunks)
-        src = r[active]
-        steps.append(Step.of(src, ix.ring_next(src, n), chunk[active], chunk[active], op, phase=phase))
-    return steps
+    return allgather_program(variant).schedule(n)
 
 
 def broadcast(n: int, root: int = 0, chunks: int | None = None) -> Schedule:
-    chunks = chunks or max(n, 1)
-    return Schedule("broadcast", n, chunks, tuple(_chain(n, root, chunks, False)), name=f"ring (pipelined chain) broadcast, {n} ranks", root=root)
+    return chain_program("broadcast", root, chunks).schedule(n)
 
 
 def reduce(n: int, root: int = 0, chunks: int | None = None) -> Schedule:
-    chunks = chunks or max(n, 1)
-    return Schedule("reduce", n, chunks, tuple(_chain(n, root, chunks, True)), name=f"ring (pipelined chain) reduce, {n} ranks", root=root)
+    return chain_program("reduce", root, chunks).schedule(n)

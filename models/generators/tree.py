@@ -1,54 +1,101 @@
 """Binary trees: reduce up a heap-ordered binary tree, broadcast down it.
 
 Tree position p has children 2p+1 and 2p+2; position p is rank
-(p + root) mod N. Reduce runs level by level from the deepest; a parent
-reduces both children's chunks in the same step. Broadcast runs the other
-way. All-reduce is the two in sequence, 2 * depth steps. The vector is one
-chunk; a parent sends to two children, so the tree is not bandwidth-optimal
-(the checker warns) but its depth is only log2 N.
+(p + root) mod N, at depth floor(log2(p + 1)); the deepest is D =
+floor(log2 N). Reduce runs level by level from the deepest: at step t the
+positions at depth D - t reduce into their parents, so a parent reduces both
+children's chunks in the same step. Broadcast runs the other way: at step t
+the parents at depth t copy into their (up to two) children. All-reduce is
+the two in sequence, 2D steps. The vector is one chunk; a parent sends to
+two children, so the tree is not bandwidth-optimal (the checker warns) but
+its depth is only log2 N.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import indexing as ix
 from ..indexing import tree_parent
-from ..schedule import COPY, REDUCE, Schedule, Step
+from ..program import BITVEC, Program, Transfer
+from ..schedule import COPY, REDUCE, Schedule
 
 
-def _levels(n: int) -> list[np.ndarray]:
-    """Positions 1..n-1 grouped by depth (depth 1 first)."""
-    if n <= 1:
-        return []
-    depth = np.floor(np.log2(np.arange(1, n) + 1)).astype(int)
-    return [np.arange(1, n)[depth == d] for d in range(1, int(depth.max()) + 1)]
+def depth(p):
+    """Depth of heap position p (the root, p = 0, is at depth 0)."""
+    return ix.floor_log2(p + 1)
 
 
-def _rank(p, root: int, n: int):
-    return (p + root) % n
+def levels(n):
+    """D: the depth of the deepest position, n - 1."""
+    return ix.floor_log2(n)
 
 
-def _up(n: int, root: int) -> list[Step]:
-    return [
-        Step.of(_rank(level, root, n), _rank(tree_parent(level), root, n), 0, 0, REDUCE, phase="reduce", name=f"reduce level {d}")
-        for d, level in reversed(list(enumerate(_levels(n), start=1)))
-    ]
+def _position(r, root, n):
+    """Rank r's position in the tree rooted at ``root`` (r itself for root 0)."""
+    return r if _is_zero(root) else (r - root + n) % n
 
 
-def _down(n: int, root: int) -> list[Step]:
-    return [
-        Step.of(_rank(tree_parent(level), root, n), _rank(level, root, n), 0, 0, COPY, phase="broadcast", name=f"broadcast level {d}")
-        for d, level in enumerate(_levels(n), start=1)
-    ]
+def _rank(p, root, n):
+    return p if _is_zero(root) else (p + root) % n
+
+
+def _is_zero(root) -> bool:
+    return isinstance(root, int) and root == 0
+
+
+def _up(n, t, r, j, root) -> Transfer:
+    """Step t of the reduce: depth D - t into the parents (slot 0)."""
+    p = _position(r, root, n)
+    return Transfer(ix.both(p >= 1, depth(p) == levels(n) - t, j == 0), _rank(tree_parent(p), root, n), 0, 0, REDUCE)
+
+
+def _down(n, t, r, j, root) -> Transfer:
+    """Step t of the broadcast: depth t copies into child 2p + 1 + j."""
+    p = _position(r, root, n)
+    child = 2 * p + 1 + j
+    return Transfer(ix.both(depth(p) == t, child < n), _rank(child, root, n), 0, 0, COPY)
+
+
+def _up_label(n, t):
+    return "reduce", f"reduce level {int(levels(n)) - t}"
+
+
+def _down_label(n, t):
+    return "broadcast", f"broadcast level {t + 1}"
+
+
+def allreduce_program() -> Program:
+    """Rooted at rank 0, so positions are ranks."""
+    root = 0
+
+    def transfer(n, s, r, j):
+        up, down = _up(n, s, r, j, root), _down(n, s - levels(n), r, j, root)
+        first = s < levels(n)
+        return Transfer(*(ix.where(first, a, b) for a, b in zip((up.active, up.dst, up.src_chunk, up.dst_chunk, up.op), (down.active, down.dst, down.src_chunk, down.dst_chunk, down.op))))
+
+    def label(n, s):
+        return _up_label(n, s) if s < int(levels(n)) else _down_label(n, s - int(levels(n)))
+
+    return Program("binary-tree", "allreduce", lambda n: 1, lambda n: 2 * levels(n), lambda n: 2, transfer, label,
+                   allreduce_program, sort=BITVEC, title=lambda n: f"binary-tree allreduce, {n} ranks")
+
+
+def reduce_program(root=0) -> Program:
+    return Program("binary-tree", "reduce", lambda n: 1, levels, lambda n: 1, lambda n, s, r, j: _up(n, s, r, j, root), _up_label,
+                   lambda root: reduce_program(root), params={"root": root}, root=root, sort=BITVEC, title=lambda n: f"binary-tree reduce, {n} ranks")
+
+
+def broadcast_program(root=0) -> Program:
+    return Program("binary-tree", "broadcast", lambda n: 1, levels, lambda n: 2, lambda n, s, r, j: _down(n, s, r, j, root), _down_label,
+                   lambda root: broadcast_program(root), params={"root": root}, root=root, sort=BITVEC, title=lambda n: f"binary-tree broadcast, {n} ranks")
 
 
 def allreduce(n: int) -> Schedule:
-    return Schedule("allreduce", n, 1, tuple(_up(n, 0) + _down(n, 0)), name=f"binary-tree allreduce, {n} ranks")
+    return allreduce_program().schedule(n)
 
 
 def reduce(n: int, root: int = 0) -> Schedule:
-    return Schedule("reduce", n, 1, tuple(_up(n, root)), name=f"binary-tree reduce, {n} ranks", root=root)
+    return reduce_program(root).schedule(n)
 
 
 def broadcast(n: int, root: int = 0) -> Schedule:
-    return Schedule("broadcast", n, 1, tuple(_down(n, root)), name=f"binary-tree broadcast, {n} ranks", root=root)
+    return broadcast_program(root).schedule(n)

@@ -1,0 +1,272 @@
+"""Every contribution exactly once, for every N: one induction for every algorithm.
+
+An algorithm is its transfer function (:class:`~collspec.models.program.Program`);
+the generator enumerates it and this module evaluates the same function on
+Z3 terms, N symbolic. What an algorithm *claims* is an :class:`Invariant`:
+after s steps, which cells hold data (``defined``) and which contributions
+each holds (``holds(N, s, r, c, x, k)``: cell c of rank r holds rank x's
+input cell k, once). The invariant is a claim, not a premise: the queries
+below check it against the transfer function at every step, so a wrong
+invariant fails just like a wrong algorithm.
+
+Queries, for symbolic N (and the program's options), a symbolic step s with
+0 <= s < steps(N), ranks r, q, q2, x < N, cells c, k < chunks(N) and slots
+j, j2 < width(N); T(q, j) is the transfer of slot j of rank q at step s, and
+"T writes (r, c)" means it is active with destination r and cell c:
+
+- ``in-range``: an active transfer names a rank, two cells and an op that exist;
+- ``same-index``: every reduce adds into the cell index it read (chunks only
+  ever add into the same-index column);
+- ``reads-data``: a transfer reads a cell that holds data, and a reduce
+  adds into one;
+- ``copy-alone``: a copy is the only write into its cell in its step;
+- ``disjoint-writers``: two writes into one cell bring no common contribution;
+- ``adds-new``: a reduce brings nothing the cell already holds;
+- ``keeps-arrivals`` and ``reduce-keeps``: after the step the cell holds what
+  arrived, and a reduced cell also what it held;
+- ``writer``: the invariant's witness writes (r, c) whenever any slot does;
+- ``unwritten-unchanged``: a cell nobody writes keeps its state;
+- ``nothing-else``: whatever a written cell holds after the step arrived
+  in the step (from the invariant's witness slot) or was kept by a reduce;
+- ``base``: before step 0 the cells are the collective's inputs;
+- ``end``: after the last step every output cell holds data and exactly the
+  contributions the collective defines.
+
+Together, by induction on s, these say: every cell's contributor multiset
+after every step is the invariant's set (each contribution at most once),
+and at the end every output is exactly its collective. The step from the
+queries to that statement is the one premise about code not evaluated here:
+the interpreter's semantics (:mod:`collspec.models.interpreter`: all reads
+see the start of the step, a copy replaces the cell, a reduce adds the
+multisets). What each collective must hold at the end (:data:`EXPECTED`) is
+the spec's definition restated over symbolic N; :func:`spec_agrees` checks
+the restatement against the spec's own functions for N = 1..6 on every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import z3
+
+from ..models import indexing as ix
+from ..models.program import BITVEC, BITVEC_WIDTH, COPY, REDUCE, Program, Transfer, as_term, symbolic
+from .solver import FAILED, PROVED, Outcome, Query
+
+#: The most ranks a bit-vector proof covers (the generators accept no more).
+MAX_RANKS = 1 << 16
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """An algorithm's claim about its cells after each step (module text).
+
+    ``writer(N, s, r, c)`` and ``source(N, s, r, c, x, k)`` return a slot
+    ``(q, j)``: one that writes cell (r, c) at step s whenever any slot
+    does, and the one that brings contribution (x, k) into it. ``premises``
+    are extra conditions on N and the options (for example "N is a power of
+    two"); they become part of the proof's scope.
+    """
+
+    defined: Callable
+    holds: Callable
+    writer: Callable
+    source: Callable
+    premises: Callable = lambda n, params: []
+    scope: str = ""
+
+
+# -- what the collectives start from and end with, over symbolic N ------------------------
+
+
+def _block(n, chunks):
+    """K: chunks per rank's block (allgather's inputs, reduce-scatter's outputs)."""
+    return ix.floordiv(chunks, n)
+
+
+#: collective -> (input cell?(n, C, r, c, root), output cell?(...), expected(n, C, r, c, x, k, root))
+EXPECTED = {
+    "allreduce": (lambda n, C, r, c, root: True, lambda n, C, r, c, root: True, lambda n, C, r, c, x, k, root: k == c),
+    "reduce_scatter": (
+        lambda n, C, r, c, root: True,
+        lambda n, C, r, c, root: ix.floordiv(c, _block(n, C)) == r,
+        lambda n, C, r, c, x, k, root: k == c,
+    ),
+    "allgather": (
+        lambda n, C, r, c, root: ix.floordiv(c, _block(n, C)) == r,
+        lambda n, C, r, c, root: True,
+        lambda n, C, r, c, x, k, root: ix.both(k == c, x == ix.floordiv(c, _block(n, C))),
+    ),
+    "broadcast": (lambda n, C, r, c, root: True, lambda n, C, r, c, root: True, lambda n, C, r, c, x, k, root: ix.both(k == c, x == root)),
+    "reduce": (lambda n, C, r, c, root: True, lambda n, C, r, c, root: r == root, lambda n, C, r, c, x, k, root: k == c),
+    "alltoall": (
+        lambda n, C, r, c, root: True,
+        lambda n, C, r, c, root: True,
+        lambda n, C, r, c, x, k, root: ix.both(x == ix.floordiv(c, _block(n, C)), k == r * _block(n, C) + c % _block(n, C)),
+    ),
+}
+
+
+def spec_agrees(collective: str, ranks=range(1, 7)) -> str | None:
+    """Check :data:`EXPECTED` against the spec for concrete N: the spec's
+    collective on contributor sets (via the checker's own expected outputs)
+    must put exactly the predicted contributions into every output cell.
+    Returns a description of the first disagreement, or None."""
+    from collections import Counter
+
+    from ..models.layout import expected_outputs
+    from ..models.schedule import Schedule
+
+    is_input, is_output, expected = EXPECTED[collective]
+    for n in ranks:
+        schedule = Schedule(collective, n, n, ())
+        layout = schedule.layout
+        for r in range(n):
+            if sorted(int(c) for c in layout.inputs[r]) != [c for c in range(n) if bool(is_input(n, n, r, c, 0))]:
+                return f"{collective}, N={n}: rank {r}'s input cells differ from the layout's"
+            if [int(c) for c in layout.outputs[r]] != [c for c in range(n) if bool(is_output(n, n, r, c, 0))]:
+                return f"{collective}, N={n}: rank {r}'s output cells differ from the layout's"
+        leaves = [np.array([Counter({(r, int(c)): 1}) for c in layout.inputs[r]] + [None], dtype=object)[:-1] for r in range(n)]
+        want = expected_outputs(schedule, leaves)
+        for r in range(n):
+            for i, c in enumerate(layout.outputs[r]):
+                got = {(x, k): 1 for x in range(n) for k in range(n) if bool(expected(n, n, r, int(c), x, k, 0))}
+                if Counter(got) != want[r][i]:
+                    return f"{collective}, N={n}: rank {r} cell {int(c)} must hold {dict(want[r][i])}, the restatement says {got}"
+    return None
+
+
+# -- the queries ---------------------------------------------------------------------------
+
+
+def queries(program: Program, invariant: Invariant) -> list:
+    """The induction's queries for one program (see the module text)."""
+    sym, v = symbolic(program)
+    bv = program.sort == BITVEC
+    make = (lambda name: z3.BitVec(name, BITVEC_WIDTH)) if bv else z3.Int
+    n, s, r, j = v["N"], v["s"], v["r"], v["j"]
+    q, c, x, k, q2, j2 = (make(name) for name in ("q", "c", "x", "k", "q2", "j2"))
+    params = {name: v[name] for name in program.params}
+    root = params.get("root", 0)
+    chunks, steps, width = (as_term(f(n), n) for f in (sym.chunks, sym.steps, sym.width))
+    is_input, is_output, expected = EXPECTED[program.collective]
+
+    def rank(*vs):
+        return [b for t in vs for b in (0 <= t, t < n)]
+
+    def cell(*vs):
+        return [b for t in vs for b in (0 <= t, t < chunks)]
+
+    def slot(*vs):
+        return [b for t in vs for b in (0 <= t, t < width)]
+
+    domain = [n >= 2] + ([n <= MAX_RANKS] if bv else []) + list(invariant.premises(n, params))
+    if "root" in params:
+        domain += rank(root)
+    if "size" in params:
+        domain += [params["size"] >= 1, n % params["size"] == 0]
+    at_step = domain + [0 <= s, s < steps]
+
+    def T(rank_, slot_):
+        t = sym.transfer(n, s, rank_, slot_)
+        return Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)))
+
+    def writes(t, r_, c_):
+        return z3.And(_bool(t.active), t.dst == r_, t.dst_chunk == c_)
+
+    def holds(step, r_, c_):
+        return as_term(invariant.holds(n, step, r_, c_, x, k), n)
+
+    def defined(step, r_, c_):
+        return as_term(invariant.defined(n, step, r_, c_), n)
+
+    t1, t2 = T(q, j), T(q2, j2)
+    wq, wj = (as_term(v, n) for v in invariant.writer(n, s, r, c))
+    w = T(wq, wj)
+    sq, sj = (as_term(v, n) for v in invariant.source(n, s, r, c, x, k))
+    src = T(sq, sj)
+    contribution = rank(x) + cell(k)
+    base = domain + rank(r) + cell(c)
+    two_writers = at_step + rank(r, q, q2) + cell(c) + slot(j, j2)
+    second_writer = [writes(t1, r, c), writes(t2, r, c), z3.Or(q != q2, j != j2)]
+    one_writer = at_step + rank(r, q) + cell(c) + slot(j) + [writes(t1, r, c)]
+    final = steps
+    return [
+        Query(
+            "in-range: an active transfer names a rank, two cells and an op that exist",
+            at_step + rank(q) + slot(j) + [_bool(t1.active)],
+            z3.And(0 <= t1.dst, t1.dst < n, *cell(t1.src_chunk, t1.dst_chunk), z3.Or(t1.op == COPY, t1.op == REDUCE)),
+        ),
+        Query("same-index: every reduce adds into the cell index it read", at_step + rank(q) + slot(j) + [_bool(t1.active)], t1.src_chunk == t1.dst_chunk, [t1.op == REDUCE]),
+        Query(
+            "reads-data: a transfer reads a cell holding data, and a reduce adds into one",
+            at_step + rank(q) + slot(j) + [_bool(t1.active)],
+            z3.And(defined(s, q, t1.src_chunk), z3.Implies(t1.op == REDUCE, defined(s, t1.dst, t1.dst_chunk))),
+        ),
+        Query("copy-alone: a copy is the only write into its cell in its step", two_writers, t1.op == REDUCE, second_writer),
+        Query(
+            "disjoint-writers: two writes into one cell bring no common contribution",
+            two_writers + contribution,
+            z3.Not(z3.And(holds(s, q, t1.src_chunk), holds(s, q2, t2.src_chunk))),
+            second_writer,
+        ),
+        Query(
+            "adds-new: a reduce brings nothing the cell already holds",
+            one_writer + contribution,
+            z3.Not(z3.And(holds(s, r, c), holds(s, q, t1.src_chunk))),
+            [t1.op == REDUCE],
+        ),
+        Query(
+            "keeps-arrivals: after the step the cell holds data and what arrived",
+            one_writer + contribution,
+            z3.And(defined(s + 1, r, c), z3.Implies(holds(s, q, t1.src_chunk), holds(s + 1, r, c))),
+        ),
+        Query("reduce-keeps: a reduced cell still holds what it held", one_writer + contribution, z3.Implies(holds(s, r, c), holds(s + 1, r, c)), [t1.op == REDUCE]),
+        Query("writer: the invariant's witness writes the cell whenever any slot does", one_writer, z3.And(*rank(wq), *slot(wj), writes(w, r, c))),
+        Query(
+            "unwritten-unchanged: a cell nobody writes keeps its state",
+            at_step + rank(r) + cell(c) + contribution,
+            z3.And(defined(s + 1, r, c) == defined(s, r, c), holds(s + 1, r, c) == holds(s, r, c)),
+            [z3.Not(z3.And(*rank(wq), *slot(wj), writes(w, r, c)))],
+        ),
+        Query(
+            "nothing-else: what a written cell holds after the step arrived in it or was kept by a reduce",
+            at_step + rank(r) + cell(c) + contribution + rank(wq) + slot(wj) + [writes(w, r, c), holds(s + 1, r, c)],
+            z3.Or(
+                z3.And(*rank(sq), *slot(sj), writes(src, r, c), holds(s, sq, src.src_chunk)),
+                z3.And(w.op == REDUCE, holds(s, r, c)),
+            ),
+        ),
+        Query(
+            "base: before step 0 the cells are the collective's inputs",
+            base + contribution,
+            z3.And(
+                defined(0, r, c) == _bool(is_input(n, chunks, r, c, root)),
+                holds(0, r, c) == z3.And(_bool(is_input(n, chunks, r, c, root)), x == r, k == c),
+            ),
+        ),
+        Query(
+            "end: after the last step every output cell holds exactly its collective's contributions",
+            base + contribution + [_bool(is_output(n, chunks, r, c, root))],
+            z3.And(defined(final, r, c), holds(final, r, c) == _bool(expected(n, chunks, r, c, x, k, root))),
+        ),
+    ]
+
+
+def spec_check(collective: str) -> Callable[[], Outcome]:
+    """:func:`spec_agrees` as a proof step."""
+
+    def run() -> Outcome:
+        problem = spec_agrees(collective)
+        name = f"the symbolic postcondition of {collective} is the spec's (N = 1..6)"
+        if problem:
+            return Outcome(FAILED, f"{name}: {problem}", queries=[(name, FAILED, 0.0)])
+        return Outcome(PROVED, queries=[(name, PROVED, 0.0)])
+
+    return run
+
+
+def _bool(value):
+    return as_term(value, None)
