@@ -233,3 +233,38 @@ def test_the_installed_libraries_list_their_algorithms(library):
         assert names[0] == "auto" and len(names) >= 3 and len(set(names)) == len(names)
         assert len(functions) == 1 or {n.split(":")[0] for n in names[1:]} == set(functions)
     assert mpi_libs.version(library).split()[-1][0].isdigit()
+
+
+# -- the command line -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--backend", "mpich", "-c", "allreduce", "--algorithm", "bogus"],
+     "--algorithm bogus: not an algorithm of MPICH for allreduce (valid: allreduce: auto, "),
+    (["--backend", "gloo", "--algorithm", "ring"], "--algorithm: gloo has no algorithms to force"),
+    (["--backend", "gloo", "--list-algorithms"], "--list-algorithms: gloo has no algorithms"),
+    (["--backend", "openmpi", "--list-algorithms", "-c", "scan"], "unknown collective 'scan'"),
+    (["--backend", "mpi", "--op", "mean"], "unknown op 'mean'; use one of sum, prod, min, max, avg, compose"),
+])
+def test_bad_algorithm_input_is_one_line_and_exit_2(argv, message, capsys):
+    from collspec.cli import main
+
+    if not mpi_libs.library("mpich").available():
+        pytest.skip("mpich is not installed (make install)")
+    assert main(["conform", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_list_algorithms_prints_every_collective_with_its_functions(capsys):
+    from collspec.cli import main
+
+    if not mpi_libs.library("openmpi").available():
+        pytest.skip("openmpi is not installed")
+    assert main(["conform", "--backend", "mpi", "--list-algorithms"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("Open MPI 5.")
+    by_collective = {line.split(" ")[0]: line for line in lines[1:]}
+    assert set(by_collective) == set(mpi_libs.FUNCTIONS)
+    assert "(MPI_Allreduce): auto, basic_linear," in by_collective["allreduce"] and ", ring," in by_collective["allreduce"]
+    assert "(MPI_Reduce_scatter_block, MPI_Reduce_scatter): auto, reduce_scatter_block:" in by_collective["reduce_scatter"]
