@@ -18,6 +18,8 @@ module              job
                     sums that decode into missing or doubled contributors
 :mod:`.buffers`     each rank's guarded buffers, before the call
 :mod:`.launch`      local (zygote + fork), ``mpiexec``, ``torchrun``
+:mod:`.mpi_libs`    Open MPI, MPICH, Intel MPI: installs, their mpiexec, their
+                    algorithms (``--algorithm``, ``--list-algorithms``)
 :mod:`.rank`        one rank: set up torch.distributed, run the cases
 :mod:`.runner`      the coordinator: follow the ranks, time out, restart
 :mod:`.checks`      judge one case: violations with kind and location
@@ -62,4 +64,8 @@ Decisions the contracts left open:
   the violation in the report, marked ``known`` with a warning severity
   (:mod:`.findings`); ``--strict`` counts it as an error.
 - **Counts not divisible by N**: see :mod:`.cases`.
+- **MPI algorithms**: each forced (collective, algorithm) is a start of the
+  ranks of its own (the libraries read the choice at ``MPI_Init``), so a
+  crash, a refusal or an ``MPI_Init`` abort stays that algorithm's and the
+  sweep goes on with the next; every case id carries ``alg=NAME``.
 """

@@ -37,7 +37,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import asdict, dataclass, replace
 
-from ..spec import DTYPES, OPS, is_float
+from ..spec import DTYPES, OPS, defined_for, is_float
 from ..spec.errors import CollspecError
 from .collectives import COLLECTIVES
 from .data import PATTERN_FOR_OP
@@ -57,10 +57,22 @@ class Case:
     root: int | None
     pattern: str
     seed: int = 0
+    #: The MPI library's algorithm the case forces (``default``: the library's
+    #: own choice); None for backends that have no algorithms to choose.
+    algorithm: str | None = None
+    #: Call k > 0 of the same inputs (``--repeat``): its bits must equal call 0's.
+    call: int = 0
 
     @property
     def id(self) -> str:
-        """A readable identifier, unique within a run."""
+        """A readable identifier, unique within a run (``alg=NAME`` after the collective when forced)."""
+        if self.algorithm is None:
+            return self._plain_id
+        collective, _, rest = self._plain_id.partition("/")
+        return f"{collective}/alg={self.algorithm}/{rest}"
+
+    @property
+    def _plain_id(self) -> str:
         parts = [self.collective, self.dtype]
         if self.op:
             parts.append(self.op)
@@ -68,12 +80,13 @@ class Case:
         if self.root is not None:
             parts.append(f"root={self.root}")
         parts += [self.pattern, f"seed={self.seed}"]
-        return "/".join(parts)
+        return "/".join(parts + ([f"call={self.call}"] if self.call else []))
 
     @property
     def data_seed(self) -> int:
-        """The seed the inputs are drawn with: the case and the run seed both matter."""
-        return zlib.crc32(self.id.encode())
+        """The seed the inputs are drawn with: the case and the run seed both matter
+        (the algorithm does not: every algorithm gets the same inputs)."""
+        return zlib.crc32(self._plain_id.partition("/call=")[0].encode())
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -116,8 +129,9 @@ def _expand(collective: str, dtype: str, op: str | None, count: int, world: int,
     ]
 
 
-def _ops(collective: str, ops) -> list[str | None]:
-    return list(ops) if COLLECTIVES[collective].reducing else [None]
+def _ops(collective: str, ops, dtype: str) -> list[str | None]:
+    """The ops a (collective, dtype) runs: those defined on the dtype (compose: integers), or None."""
+    return [op for op in ops if defined_for(op, dtype)] if COLLECTIVES[collective].reducing else [None]
 
 
 def grid(world: int, full: bool = False, collectives=None, dtypes=None, ops=None, sizes=None) -> list[Case]:
@@ -125,7 +139,7 @@ def grid(world: int, full: bool = False, collectives=None, dtypes=None, ops=None
     out: list[Case] = []
     for collective in collectives or COLLECTIVES:
         for dtype in dtypes or DTYPES:
-            for op in _ops(collective, ops or OPS):
+            for op in _ops(collective, ops or OPS, dtype):
                 for count in sizes if sizes is not None else standard_sizes(world, full):
                     out.extend(_expand(collective, dtype, op, count, world))
     return _unique(out)
@@ -159,11 +173,11 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
             )
 
         for dtype in dtypes:
-            for op in _ops(collective, ops):
+            for op in _ops(collective, ops, dtype):
                 for base in bases:
                     add(dtype, op, base)
         sweep_op = ("sum" if "sum" in ops else ops[0]) if spec.reducing else None
-        for dtype in [d for d in ("int32", "float32") if d in dtypes]:
+        for dtype in [d for d in ("int32", "float32") if d in dtypes and (sweep_op is None or defined_for(sweep_op, d))]:
             for count in size_list:
                 add(dtype, sweep_op, count)
             if spec.rooted:
@@ -192,10 +206,13 @@ def _unique(cases: list[Case]) -> list[Case]:
 
 
 def repeated(cases: list[Case], repeat: int, seed: int) -> list[Case]:
-    """Each case ``repeat`` times, with seeds ``seed, seed + 1, ...``."""
+    """Each case ``repeat`` times, with seeds ``seed, seed + 1, ...``; then, for
+    bit-reproducibility, calls 1 .. repeat-1 of the first seed's inputs again
+    (``call=k``: the same inputs, so the same bits are due)."""
     if repeat < 1:
         raise CollspecError(f"--repeat {repeat}: must be at least 1")
-    return [replace(case, seed=seed + k) for k in range(repeat) for case in cases]
+    fresh = [replace(case, seed=seed + k) for k in range(repeat) for case in cases]
+    return fresh + [replace(case, seed=seed, call=k) for k in range(1, repeat) for case in cases]
 
 
 def parse_counts(text: str | None) -> list[int] | None:

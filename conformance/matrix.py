@@ -51,15 +51,23 @@ def fold(statuses: set[str]) -> str:
     return "n/a" if "n/a" in statuses else "not-run"
 
 
+def label(case) -> str:
+    """A row's name: the collective, and the MPI algorithm when the case forces one."""
+    return case.collective if case.algorithm is None else f"{case.collective} alg={case.algorithm}"
+
+
 def capability(outcomes) -> dict:
-    """``{collective: {mode: {dtype: {op: status}}}}``; op is "-" for collectives that do not reduce."""
+    """``{collective: {mode: {dtype: {op: status}}}}``; op is "-" for collectives that do not reduce.
+
+    The collective key carries the algorithm (:func:`label`): one row per algorithm.
+    """
     seen: dict = {}
     for outcome in outcomes:
         case = outcome.case
         if case is None:
             continue
         mode = "in place" if case.inplace else "out of place"
-        cell = seen.setdefault(case.collective, {}).setdefault(mode, {}).setdefault(case.dtype, {})
+        cell = seen.setdefault(label(case), {}).setdefault(mode, {}).setdefault(case.dtype, {})
         cell.setdefault(case.op or "-", set()).add(outcome.status)
     return {
         collective: {

@@ -61,7 +61,7 @@ def summary_table(outcomes) -> str:
     per: dict[str, Counter] = {}
     for outcome in outcomes:
         if outcome.case is not None:
-            per.setdefault(outcome.case.collective, Counter())[outcome.status] += 1
+            per.setdefault(matrix.label(outcome.case), Counter())[outcome.status] += 1
     total = sum(per.values(), Counter())
     rows = [["collective", "cases", *STATUSES]]
     for name, counts in [*per.items(), ("total", total)]:

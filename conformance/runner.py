@@ -31,6 +31,7 @@ bad input (exit 2), the others a ``crash`` or ``hang`` with every case
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -67,6 +68,7 @@ class Outcome:
     violations: list[Violation] = field(default_factory=list)
     seconds: float | None = None
     note: str = ""
+    digest: str | None = None  # a hash of every rank's buffers after the call (bit-reproducibility)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Settings:
     launcher: str
     launcher_args: list[str] = field(default_factory=list)
     timing: dict | None = None
+    variables: dict[str, str] = field(default_factory=dict)  # set for every rank (a forced MPI algorithm)
 
 
 @dataclass
@@ -86,6 +89,7 @@ class Result:
     restarts: int
     loopback_only: bool
     seconds: float
+    output: str = ""  # what the launcher and the ranks printed (the start of each log)
 
 
 class _SetupFailed(Exception):
@@ -112,7 +116,8 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
         while position < len(settings.cases):
             launch_dir = os.path.join(run_dir, f"launch{restarts}")
             os.mkdir(launch_dir)
-            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id, settings.launcher_args)
+            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id,
+                                   settings.launcher_args, settings.backend.library, settings.variables)
             loopback_only = loopback_only and started.loopback_only
             try:
                 position, failed = _watch(settings, started, launch_dir, position, record)
@@ -126,12 +131,27 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
             restarts += 1
     finally:
         kill_tagged(run_id)
+        output = _output(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
     judged = {o.index for o in outcomes if o.case is not None}
     for index, case in enumerate(settings.cases):
         if index not in judged:
             record(Outcome(index, case, "not-run"))
-    return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only, time.monotonic() - began)
+    return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only,
+                  time.monotonic() - began, output)
+
+
+def _output(run_dir: str, limit: int = 16384) -> str:
+    """The first ``limit`` bytes of every log of the run (launcher and ranks, every start)."""
+    parts = []
+    for root, _, files in sorted(os.walk(run_dir)):
+        for name in sorted(f for f in files if f.endswith(".log")):
+            try:
+                with open(os.path.join(root, name), "rb") as handle:
+                    parts.append(handle.read(limit).decode(errors="replace"))
+            except OSError:
+                continue
+    return "\n".join(parts)
 
 
 def _write_plan(run_dir: str, settings: Settings) -> str:
@@ -297,7 +317,8 @@ def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, 
         return Outcome(index, case, "pass", seconds=max(event["seconds"] for event in dones.values()))
     finals = [_read_buffers(launch_dir, case, settings.world, rank, index) for rank in range(settings.world)]
     violations = judge(case, settings.world, finals)
-    return Outcome(index, case, "fail" if violations else "pass", violations)
+    digest = hashlib.sha256(b"".join(image.tobytes() for final in finals for image in final.values())).hexdigest()
+    return Outcome(index, case, "fail" if violations else "pass", violations, digest=digest)
 
 
 def _discard_buffers(launch_dir: str, index: int, dones: dict[int, dict]) -> None:

@@ -31,13 +31,13 @@ class TorchDistributed:
 
         self.torch, self.dist = torch, dist
         self.rank, self.world_size = rank, world_size
-        self.ops = {
+        self.ops = _Ops({
             "sum": dist.ReduceOp.SUM,
             "prod": dist.ReduceOp.PRODUCT,
             "min": dist.ReduceOp.MIN,
             "max": dist.ReduceOp.MAX,
             "avg": dist.ReduceOp.AVG,
-        }
+        })
         self._reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         self._all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
@@ -88,3 +88,11 @@ class Gloo(TorchDistributed):
 
 class Nccl(TorchDistributed):
     """torch.distributed with the nccl process group, tensors on the rank's GPU."""
+
+
+class _Ops(dict):
+    """torch's reduce ops by spec name; an op torch lacks (compose: torch.distributed
+    has no non-commutative or user op) is a refusal."""
+
+    def __missing__(self, op: str):
+        raise NotImplementedError(f"torch.distributed has no {op} operation (no user-defined or non-commutative ops)")
