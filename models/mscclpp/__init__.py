@@ -1,0 +1,2 @@
+"""MSCCL++ execution plans: import, a verifier with the executor's
+concurrent semantics, and export of the built-in algorithms."""
