@@ -57,47 +57,49 @@ def lower(order: Order) -> Lowered:
             reg_offset[op.index] = used[key]
             used[key] += op.srcs[0][3]
     cells = cell_map(plan, max(used.values(), default=0))
-    rows = []  # (slot, src rank, src cell, dst rank, dst cell, op code, origin)
-
-    def cell(rank, buf, first, count):
-        return cells.cell(np.full(count, rank), np.full(count, buf), first + np.arange(count))
-
-    def move(slot, src, dst, code, origin, src_cells=None, dst_cells=None):
-        sc = cell(*src[:4]) if src_cells is None else src_cells
-        dc = cell(*dst[:4]) if dst_cells is None else dst_cells
-        k = sc.size
-        rows.append(np.stack([np.full(k, slot), np.full(k, src[0]), sc, np.full(k, dst[0]), dc, np.full(k, code), np.full(k, origin)], axis=1))
-
+    REG = -1  # buffer code of a register range (first = register offset)
+    rows = []  # (slot, src rank, src buffer, src first, count, dst rank, dst buffer, dst first, op code, origin)
     for op in plan.ops:
         lv = int(order.level[op.index])
         if lv < 0 or op.combine == "none":
             continue
-        base = lv * 3
+        base, i = lv * 3, op.index
         if op.combine == "pairs":
             for s, d in zip(op.srcs, op.dsts):
-                move(base + A, s, d, COPY, op.index)
+                rows.append((base + A, s[0], s[1], s[2], s[3], d[0], d[1], d[2], COPY, i))
         elif op.combine == "broadcast":
+            s = op.srcs[0]
             for d in op.dsts:
-                move(base + A, op.srcs[0], d, COPY, op.index)
+                rows.append((base + A, s[0], s[1], s[2], s[3], d[0], d[1], d[2], COPY, i))
         else:
-            count = op.srcs[0][3]
-            reg = cells.message_base + reg_offset[op.index] + np.arange(count)
-            here = (op.gpu, None, 0, count)
-            move(base + A, op.srcs[0], here, COPY, op.index, dst_cells=reg)
+            s, reg = op.srcs[0], reg_offset[i]
+            rows.append((base + A, s[0], s[1], s[2], s[3], op.gpu, REG, reg, COPY, i))
             for s in op.srcs[1:]:
-                move(base + B, s, here, REDUCE, op.index, dst_cells=reg)
+                rows.append((base + B, s[0], s[1], s[2], s[3], op.gpu, REG, reg, REDUCE, i))
             for d in op.dsts:
-                move(base + C, here, d, COPY, op.index, src_cells=reg)
-    table = np.concatenate(rows) if rows else np.zeros((0, 7), dtype=np.int64)
-    used_slots, sync = np.unique(table[:, 0], return_inverse=True)
-    order_ = np.argsort(sync, kind="stable")
-    table, sync = table[order_], sync[order_]
+                rows.append((base + C, op.gpu, REG, reg, d[3], d[0], d[1], d[2], COPY, i))
+    r = np.array(rows, dtype=np.int64).reshape(-1, 10)
+    count = r[:, 4]
+    item = np.repeat(np.arange(len(r)), count)
+    j = np.arange(item.size) - np.repeat(np.cumsum(count) - count, count)
+    t = r[item]
+
+    def cells_of(rank, buf, first):
+        reg = buf == REG
+        plain = cells.cell(rank, np.where(reg, 0, buf), first + j)
+        return np.where(reg, cells.message_base + first + j, plain)
+
+    src_cell = cells_of(t[:, 1], t[:, 2], t[:, 3])
+    dst_cell = cells_of(t[:, 5], t[:, 6], t[:, 7])
+    used_slots, sync = np.unique(t[:, 0], return_inverse=True)
+    o = np.argsort(sync, kind="stable")
+    t, sync, src_cell, dst_cell = t[o], sync[o], src_cell[o], dst_cell[o]
     bounds = np.searchsorted(sync, np.arange(len(used_slots) + 1))
     steps = []
     for k, slot in enumerate(used_slots.tolist()):
-        t = table[bounds[k] : bounds[k + 1]]
-        steps.append(Step(t[:, 1].copy(), t[:, 3].copy(), t[:, 2].copy(), t[:, 4].copy(), t[:, 5].astype(np.int8), name=f"level {slot // 3} {'ABC'[slot % 3]}"))
-    writers = {(int(s), int(r), int(c)): int(o) for s, r, c, o in zip(sync.tolist(), table[:, 3].tolist(), table[:, 4].tolist(), table[:, 6].tolist())}
+        a, b = bounds[k], bounds[k + 1]
+        steps.append(Step(t[a:b, 1].copy(), t[a:b, 5].copy(), src_cell[a:b].copy(), dst_cell[a:b].copy(), t[a:b, 8].astype(np.int8), name=f"level {slot // 3} {'ABC'[slot % 3]}"))
+    writers = dict(zip(zip(sync.tolist(), t[:, 5].tolist(), dst_cell.tolist()), t[:, 9].tolist()))
     schedule = Schedule(
         collective=plan.collective,
         ranks=plan.ngpus,

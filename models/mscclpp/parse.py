@@ -124,22 +124,23 @@ class _Reader:
         return PlanFormatError(f"{self.path}: {where}: {what}")
 
     def get(self, obj: dict, key: str, where: str, kind, default=...):
-        at = f"{where}.{key}" if where else key
-        if not isinstance(obj, dict):
-            raise self.fail(where or "(top level)", f"expected an object, got {_type_name(obj)}")
-        if key not in obj:
+        try:
+            value = obj[key]
+        except (KeyError, TypeError):
+            if not isinstance(obj, dict):
+                raise self.fail(where or "(top level)", f"expected an object, got {_type_name(obj)}") from None
             if default is ...:
-                raise self.fail(at, "missing")
+                raise self.fail(_at(where, key), "missing") from None
             return default
-        value = obj[key]
+        if type(value) is kind:
+            return value
         if kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise self.fail(at, f"expected an integer, got {_show(value)}")
+                raise self.fail(_at(where, key), f"expected an integer, got {_show(value)}")
         elif kind is bool:
-            if not isinstance(value, bool):
-                raise self.fail(at, f"expected true or false, got {_show(value)}")
+            raise self.fail(_at(where, key), f"expected true or false, got {_show(value)}")
         elif not isinstance(value, kind):
-            raise self.fail(at, f"expected {_KIND_NAMES.get(kind, kind.__name__)}, got {_show(value)}")
+            raise self.fail(_at(where, key), f"expected {_KIND_NAMES.get(kind, kind.__name__)}, got {_show(value)}")
         return value
 
     def count(self, obj, key, where, low, high, default=...):
@@ -386,12 +387,18 @@ class _Reader:
             ends = [(tb["g"], c) for c in self._channel_ids(obj, at, "memory")]
             if not ends:
                 raise self.fail(f"{at}.channel_ids", "no channels")
-            (op.signals if "signal" in name else op.waits).extend(ends)
+            if "signal" in name:
+                op.signals = ends
+            else:
+                op.waits = ends
             op.relaxed = name.startswith("rlx")
         elif name in ("sem_acquire", "sem_release"):
             ids = self.items(obj, "semaphore_ids", at, MAX_DEVICE_SEMAPHORES)
             sems = [(tb["g"], self.index(s, f"{at}.semaphore_ids[{k}]", len(self.sems[tb["g"]]), f"semaphore on GPU {tb['g']}")) for k, s in enumerate(ids)]
-            (op.sem_acquire if name == "sem_acquire" else op.sem_release).extend(sems)
+            if name == "sem_acquire":
+                op.sem_acquire = sems
+            else:
+                op.sem_release = sems
         else:
             self._data_op(obj, at, op, name, chan_type)
         ops.append(op)
@@ -434,7 +441,7 @@ class _Reader:
             self._lint_types(s[: len(d)], at, "put")
         elif name == "get":
             self._need(len(s) == len(d), at, "dst_buff", f"get copies src_buff[k] to dst_buff[k]: {len(s)} sources need {len(s)} destinations")
-            op.combine = "pairs"
+            op.combine, op.srcs, op.dsts = "pairs", [], []
             for k in range(len(s)):
                 rs, ld = remote(s[k], k, "src_buff"), local(d[k], k, "dst_buff")
                 # handleGet: reads the remote buffer at dst_buff's offset and writes the local one at src_buff's
@@ -576,6 +583,10 @@ class _Reader:
 
 
 _KIND_NAMES = {str: "a string", list: "a list", dict: "an object"}
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
 
 
 def _type_name(value) -> str:

@@ -76,7 +76,7 @@ MODELLED_OPS = tuple(op for op in KNOWN_OPS if op not in ("pws", "pwsf", "flush"
 THREAD_SYNC = ("nop", "barrier")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Op:
     """One operation of one thread block, resolved.
 
@@ -84,8 +84,8 @@ class Op:
     the cell model of :mod:`.cells` (chunks split into ``parts``).
     ``combine``: ``copy`` (d_k := s_k pairwise), ``reduce`` (every d :=
     sum of every s), ``broadcast`` (every d := s0) or ``none``.
-    ``packet_reads`` / ``packet_writes`` are the ranges read or written in
-    LL packet format (a packet read waits for its packets to arrive).
+    A range's fifth entry says whether it is in LL packet format (a packet
+    read waits for its packets to arrive).
     ``signals`` / ``waits`` list ``(gpu, channel)`` memory channel ends,
     ``relaxed`` says whether they order memory; ``sem_acquire`` /
     ``sem_release`` list ``(gpu, semaphore)``; ``barrier`` is
@@ -100,15 +100,13 @@ class Op:
     name: str
     path: str
     combine: str = "none"
-    srcs: list = field(default_factory=list)
-    dsts: list = field(default_factory=list)
-    packet_reads: list = field(default_factory=list)
-    packet_writes: list = field(default_factory=list)
-    signals: list = field(default_factory=list)
-    waits: list = field(default_factory=list)
+    srcs: list | tuple = ()
+    dsts: list | tuple = ()
+    signals: list | tuple = ()
+    waits: list | tuple = ()
     relaxed: bool = False
-    sem_acquire: list = field(default_factory=list)
-    sem_release: list = field(default_factory=list)
+    sem_acquire: list | tuple = ()
+    sem_release: list | tuple = ()
     barrier: tuple | None = None
 
     @property

@@ -92,37 +92,38 @@ def races(order: Order, cells: PlanCells) -> list[Violation]:
     o = np.lexsort((op, key))
     op, key, write, packet, rank, cell = op[o], key[o], write[o], packet[o], rank[o], cell[o]
     # candidate pairs: every two accesses of one cell (sorted runs), one a write
-    starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
-    sizes = np.diff(np.r_[starts, key.size])
+    partners = np.searchsorted(key, key, side="right") - np.arange(key.size) - 1
     found: dict[tuple[int, int], set] = {}
     more = 0
     names = cells.names()
-    for s, m in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):
-        w = write[s : s + m]
-        if not w.any():
+    first, k = _spread(partners)
+    second = first + 1 + k
+    wa, wb = write[first], write[second]
+    sync = (wa & packet[first] & ~wb & packet[second]) | (wb & packet[second] & ~wa & packet[first])
+    keep = (op[first] != op[second]) & (wa | wb) & ~sync
+    first, second = first[keep], second[keep]
+    a, b = op[first], op[second]
+    ca, cb = column[a], column[b]
+    a_before_b = (bits[b, ca // 64] >> (ca % 64).astype(np.uint64)) & np.uint64(1)
+    b_before_a = (bits[a, cb // 64] >> (cb % 64).astype(np.uint64)) & np.uint64(1)
+    bad = np.flatnonzero((a_before_b == 0) & (b_before_a == 0))
+    for x, y, at in zip(a[bad].tolist(), b[bad].tolist(), first[bad].tolist()):
+        pair = (min(x, y), max(x, y))
+        if pair not in found and len(found) >= LIST_LIMIT:
+            more += 1
             continue
-        i, j = np.triu_indices(m, 1)
-        a, b = op[s + i], op[s + j]
-        pw, pr = packet[s + i] & w[i], packet[s + j] & w[j]
-        sync = (pw & packet[s + j] & ~w[j]) | (pr & packet[s + i] & ~w[i])  # packet write vs packet read
-        keep = (a != b) & (w[i] | w[j]) & ~sync
-        if not keep.any():
-            continue
-        a, b = a[keep], b[keep]
-        ca, cb = column[a], column[b]
-        a_before_b = (bits[b, ca // 64] >> (ca % 64).astype(np.uint64)) & np.uint64(1)
-        b_before_a = (bits[a, cb // 64] >> (cb % 64).astype(np.uint64)) & np.uint64(1)
-        bad = (a_before_b == 0) & (b_before_a == 0)
-        for x, y in zip(a[bad].tolist(), b[bad].tolist()):
-            pair = (min(x, y), max(x, y))
-            if pair not in found and len(found) >= LIST_LIMIT:
-                more += 1
-                continue
-            found.setdefault(pair, set()).add((int(rank[s]), names[int(cell[s])]))
+        found.setdefault(pair, set()).add((int(rank[at]), names[int(cell[at])]))
     out = [_race(plan, x, y, sorted(where)) for (x, y), where in sorted(found.items())]
     if more:
         out.append(Violation("race", f"... and {more} more unordered pairs beyond the first {LIST_LIMIT} listed", details={"more": more}))
     return out
+
+
+def _spread(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For items with ``counts[k]`` parts: (item of each part, part index)."""
+    item = np.repeat(np.arange(counts.size), counts)
+    starts = np.cumsum(counts) - counts
+    return item, np.arange(item.size) - starts[item]
 
 
 def _race(plan, x: int, y: int, where: list[tuple[int, str]]) -> Violation:
