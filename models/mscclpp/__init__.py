@@ -11,6 +11,13 @@ defines it (:mod:`.order`), finds races (:mod:`.races`), runs the plan
 through the one interpreter and checker of :mod:`collspec.models`
 (:mod:`.lower`, :mod:`.verify`) and writes the built-in algorithms as
 plans (:mod:`.export`). docs/mscclpp.md records what was read where.
+
+>>> from collspec.models.generators import generate
+>>> from collspec.models.mscclpp.export import to_plan
+>>> plan = loads(to_plan(generate("ring", "allreduce", 4)))
+>>> verdict = verify(plan)
+>>> verdict.ok, plan.ngpus, plan.threadblocks, len(plan.ops)
+(True, 4, 4, 72)
 """
 
 from .parse import PlanFormatError, load, loads, looks_like_plan
