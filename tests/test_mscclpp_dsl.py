@@ -17,10 +17,10 @@ PLANS = sorted(p.name for p in DSL.glob("*.json") if p.name != "switch_reduce_te
 
 def test_the_dsl_plans_cover_every_checked_collective_and_both_modes():
     plans = [load(str(DSL / name)) for name in PLANS]
-    assert {p.collective for p in plans} == {"allreduce", "allgather", "alltoall"}
+    assert {p.collective for p in plans} == {"allreduce", "allgather", "alltoall", "reduce_scatter"}
     assert {p.inplace for p in plans} == {True, False}
     ops = {op.name for p in plans for op in p.ops}
-    assert {"put", "rres", "ppkt", "rppkt", "upkt", "glres", "gstore", "pipeline", "rlxwait", "copy"} <= ops
+    assert {"put", "rres", "ppkt", "rppkt", "upkt", "glres", "gstore", "pipeline", "rlxwait", "copy", "pwsf"} <= ops
 
 
 @pytest.mark.parametrize("name", PLANS)

@@ -117,3 +117,46 @@ def test_thread_block_groups_split_chunks_into_parts():
     moved = sorted((op.gpu, op.srcs[0][2], op.srcs[0][3]) for op in plan.ops if op.name == "ppkt")
     assert {size for _, _, size in moved} == {1}  # each block of a group moves half a chunk (one cell of two)
     assert len(set(moved)) == len(moved)  # and the halves differ
+
+
+def _port_plan():
+    """multi_node_allgather (DSL, 8 GPUs over 2 nodes): GPU 0 tb 0 op 11 is a pwsf to GPU 4."""
+    from pathlib import Path
+
+    plan = json.loads((Path(__file__).parent / "mscclpp_dsl" / "multi_node_allgather.json").read_text())
+    ops = plan["gpus"][0]["threadblocks"][0]["ops"]
+    assert ops[11]["name"] == "pwsf" and ops[11]["channel_type"] == "port"
+    return plan, ops
+
+
+def test_a_port_put_is_copied_later_by_the_proxy():
+    plan, ops = _port_plan()
+    ops[11]["name"] = "pws"  # put with signal, no flush: the source may be read after the op
+    rewrite = copy_op("o", 0, "o", 0)
+    ops[12:12] = [NOP, rewrite]
+    verdict, found = messages(json.dumps(plan))
+    assert verdict.kinds() == {"race"}
+    assert found[0].startswith("GPU 0 tb 0 op 11 (pws, by the proxy) and GPU 0 tb 0 op 13 (copy) both touch GPU 0's o[0]")
+    flush = {"name": "flush", "channel_ids": ops[11]["channel_ids"], "channel_type": "port", "dst_buff": ops[11]["dst_buff"]}
+    ops[12:12] = [flush]  # a flush returns after the proxy's copy
+    assert messages(json.dumps(plan))[0].ok
+
+
+def test_a_flush_without_dst_buff_flushes_nothing():
+    plan, ops = _port_plan()
+    ops[11]["name"] = "pws"
+    ops[12:12] = [{"name": "flush", "channel_ids": ops[11]["channel_ids"], "channel_type": "port"}, NOP, copy_op("o", 0, "o", 0)]
+    verdict = verify(loads(json.dumps(plan), "flush.json"))
+    assert verdict.kinds() == {"race"}
+    (lint,) = [v for v in verdict.violations if v.kind == "lint"]
+    assert lint.details["rule"] == "flush-noop"
+
+
+def test_a_port_put_without_signal_leaves_the_peer_waiting():
+    plan, ops = _port_plan()
+    ops[11]["name"] = "put"
+    verdict, found = messages(json.dumps(plan))
+    assert verdict.kinds() == {"deadlock"}
+    assert found == ["GPU 4 tb 0 op 12 (wait) is wait number 2 on its port channel 0 (to GPU 0), but channel 0 of GPU 0 is signalled only 1 time(s); the wait never returns"]
+    ops[12:12] = [{"name": "signal", "channel_ids": ops[11]["channel_ids"], "channel_type": "port"}]  # the FIFO delivers it after the copy
+    assert messages(json.dumps(plan))[0].ok

@@ -85,8 +85,12 @@ def analyse(plan: Plan) -> Order:
     blocked = np.zeros(n, dtype=bool)
     by_tb: dict[int, list[int]] = defaultdict(list)
     for op in ops:
-        by_tb[op.tb].append(op.index)
+        if op.proxy:
+            edges.add(op.issuer, op.index, SEQUENCE)  # the proxy copies after the op pushed the request
+        else:
+            by_tb[op.tb].append(op.index)
     _thread_block_order(plan, by_tb, edges)
+    _port_fifos(plan, edges)
     _channels(plan, edges, blocked, found)
     _semaphores(plan, edges, blocked, found)
     _barriers(plan, by_tb, edges, blocked, found)
@@ -119,6 +123,21 @@ def _thread_block_order(plan: Plan, by_tb, edges: _Edges) -> None:
                 segment.append(i)
 
 
+def _port_fifos(plan: Plan, edges: _Edges) -> None:
+    """A flush returns after every earlier proxy copy of its channel."""
+    pending = defaultdict(list)  # port end -> proxy ops issued so far
+    for op in plan.ops:
+        if op.proxy:
+            pending[op.fifo].append(op.index)
+        for end in op.flushes:
+            for t in pending[end]:
+                edges.add(t, op.index, SYNC)
+
+
+def _channel_list(plan: Plan, gpu: int, kind: str):
+    return (plan.memory_channels if kind == "memory" else plan.port_channels)[gpu]
+
+
 def _single_tb(plan: Plan, listed: list[int], what: str, role: str) -> None:
     tbs = sorted({plan.ops[i].tb for i in listed})
     if len(tbs) > 1:
@@ -131,58 +150,58 @@ def _single_tb(plan: Plan, listed: list[int], what: str, role: str) -> None:
 
 def _channels(plan: Plan, edges: _Edges, blocked, found) -> None:
     signals, waits = defaultdict(list), defaultdict(list)
+    earlier_proxies = {}  # port signal op -> proxy copies of its channel issued before it
+    pending = defaultdict(list)
     for op in plan.ops:
+        if op.proxy:
+            pending[op.fifo].append(op.index)
         for end in op.signals:
             signals[end].append(op.index)
+            if end[1] == "port":
+                earlier_proxies[(op.index, end)] = [t for t in pending[end] if t != op.index]
         for end in op.waits:
             waits[end].append(op.index)
     peer_end = {}
-    for g, chans in enumerate(plan.memory_channels):
-        for c, (peer, ordinal) in enumerate(chans):
-            peer_end[(g, peer, ordinal)] = (g, c)
-    ends = set(signals) | set(waits)
+    for g in range(plan.ngpus):
+        for kind in ("memory", "port"):
+            for c, (peer, tag) in enumerate(_channel_list(plan, g, kind)):
+                peer_end[(g, peer, tag)] = (g, kind, c)
     for table, role in ((signals, "signalled"), (waits, "waited on")):
         for end, listed in table.items():
-            _single_tb(plan, listed, f"memory channel {end[1]} of GPU {end[0]}", role)
-    for end in sorted(ends):
-        g, c = end
-        peer, ordinal = plan.memory_channels[g][c]
-        other = peer_end.get((peer, g, ordinal))
-        sent = signals.get(end, [])
-        got = waits.get(other, []) if other is not None else []
+            _single_tb(plan, [i for i in listed], f"{end[1]} channel {end[2]} of GPU {end[0]}", role)
+    for end in sorted(set(signals) | set(waits)):
+        g, kind, c = end
+        peer, tag = _channel_list(plan, g, kind)[c]
+        other = peer_end.get((peer, g, tag))  # the end this one is connected to
+        sent, got = signals.get(end, []), waits.get(other, []) if other is not None else []
         for k, w in enumerate(got):
             if k < len(sent):
                 s = sent[k]
                 edges.add(s, w, MESSAGE, memory=not (plan.ops[s].relaxed or plan.ops[w].relaxed))
-    for end in sorted(ends):
-        g, c = end
-        peer, ordinal = plan.memory_channels[g][c]
-        src_end = peer_end.get((peer, g, ordinal))  # the channel whose signals this end's waits consume
-        got = waits.get(end, [])
-        sent = signals.get(src_end, []) if src_end is not None else []
-        for k in range(len(sent), len(got)):
-            w = plan.ops[got[k]]
-            blocked[w.index] = True
-            via = f"channel {src_end[1]} of GPU {peer}" if src_end else f"GPU {peer} (which has no channel paired with it)"
-            found.append(
-                Violation(
-                    "deadlock",
-                    f"{w.describe()} is wait number {k + 1} on its memory channel {c} (to GPU {peer}), but {via} is signalled only "
-                    f"{len(sent)} time(s); the wait never returns",
-                    step=w.pos, src=peer, dst=g, details={**w.where(), "channel": c, "signals": len(sent), "waits": len(got)},
-                )
-            )
-        sent_here = signals.get(end, [])
-        dst_end = peer_end.get((peer, g, ordinal))
-        consumed = waits.get(dst_end, []) if dst_end is not None else []
-        for k in range(len(consumed), len(sent_here)):
-            s = plan.ops[sent_here[k]]
+                for t in earlier_proxies.get((s, end), ()):
+                    edges.add(t, w, MESSAGE)  # the proxy delivers the signal after the copies before it
+        for k in range(len(got), len(sent)):
+            s = plan.ops[sent[k]]
             found.append(
                 Violation(
                     "unmatched",
-                    f"{s.describe()} is signal number {k + 1} on its memory channel {c} to GPU {peer}, but GPU {peer} waits on the paired "
-                    f"channel only {len(consumed)} time(s); the leftover signal lets a wait of the next launch return early",
-                    step=s.pos, src=g, dst=peer, details={**s.where(), "channel": c, "signals": len(sent_here), "waits": len(consumed)},
+                    f"{s.describe()} is signal number {k + 1} on its {kind} channel {c} to GPU {peer}, but GPU {peer} waits on the paired "
+                    f"channel only {len(got)} time(s); the leftover signal lets a wait of the next launch return early",
+                    step=s.pos, src=g, dst=peer, details={**s.where(), "channel": c, "signals": len(sent), "waits": len(got)},
+                )
+            )
+        mine = waits.get(end, [])
+        source = signals.get(other, []) if other is not None else []
+        for k in range(len(source), len(mine)):
+            w = plan.ops[mine[k]]
+            blocked[w.index] = True
+            via = f"channel {other[2]} of GPU {peer}" if other else f"GPU {peer} (which has no channel paired with it)"
+            found.append(
+                Violation(
+                    "deadlock",
+                    f"{w.describe()} is wait number {k + 1} on its {kind} channel {c} (to GPU {peer}), but {via} is signalled only "
+                    f"{len(source)} time(s); the wait never returns",
+                    step=w.pos, src=peer, dst=g, details={**w.where(), "channel": c, "signals": len(source), "waits": len(mine)},
                 )
             )
 

@@ -17,9 +17,9 @@ exit status 2), for example
   than 16 channels of a type in a thread block, more than 8 channels or 10
   buffers in one operation, more than 16 semaphores in one operation,
   barrier ids from 16 on;
-- an operation name the executor does not know, and one it knows that is
-  not modelled here (port channel ``put``/``signal``/``wait``, ``flush``,
-  ``pws``, ``pwsf``): refused, never skipped;
+- an operation name the executor does not know, and a channel type an op
+  does not support in the executor (``get`` or a reduction over a port
+  channel): refused, never skipped;
 - a collective without a postcondition in collspec (``sendrecv``, ...).
 
 Cells. The executor cuts each rank's buffers into chunks of one size,
@@ -190,7 +190,7 @@ class _Reader:
             raise self.fail("gpus", "no GPUs")
         self.ngpus = n = len(gpus)
         # first pass: sizes and channels of every GPU (ops refer to peers')
-        self.sizes, self.mem, self.nvls, self.remote, self.sems = [], [], [], [], []
+        self.sizes, self.mem, self.port, self.nvls, self.remote, self.sems = [], [], [], [], [], []
         for g, gpu in enumerate(gpus):
             at = f"gpus[{g}]"
             if self.get(gpu, "id", at, int) != g:
@@ -222,7 +222,7 @@ class _Reader:
         return Plan(
             path=self.path, name=name, collective=COLLECTIVES[coll], coll_written=coll, protocol=protocol, inplace=inplace,
             ngpus=n, parts=parts, in_chunks=in_c, out_chunks=out_c, scratch_chunks=scratch, tb_gpu=tb_gpu, tb_ids=tb_ids,
-            ops=ops, semaphores=self.sems, memory_channels=self.mem, lint=self.lint,
+            ops=ops, semaphores=self.sems, memory_channels=self.mem, port_channels=self.port, lint=self.lint,
         )
 
     def _data_sizes(self, collective: str, inplace: bool) -> tuple[int, int]:
@@ -267,7 +267,7 @@ class _Reader:
         return parts
 
     def _channels(self, gpu, at: str, g: int) -> None:
-        mem, nvls, ordinal = [], [], {}
+        mem, port, nvls, ordinal, port_ordinal = [], [], [], {}, {}
         for c, chan in enumerate(self.items(gpu, "channels", at, 1 << 16)):
             cat = f"{at}.channels[{c}]"
             kind = self.get(chan, "channel_type", cat, str)
@@ -294,6 +294,10 @@ class _Reader:
                     if kind == "memory":
                         mem.append((peer, ordinal.get(peer, 0)))
                         ordinal[peer] = ordinal.get(peer, 0) + 1
+                    else:
+                        port.append((peer, port_ordinal.get(peer, 0)))
+                        port_ordinal[peer] = port_ordinal.get(peer, 0) + 1
+        port = [(peer, ordinal.get(peer, 0) + k) for peer, k in port]  # tags continue after the memory channels
         remote = []
         for b, buf in enumerate(self.items(gpu, "remote_buffers", at, 1 << 16)):
             bat = f"{at}.remote_buffers[{b}]"
@@ -305,6 +309,7 @@ class _Reader:
             remote.append((rank, self._buffer_type(self.get(buf, "type", bat, str), f"{bat}.type"), tuple(kinds)))
         sems = [self.count(s, "init_value", f"{at}.semaphores[{k}]", -(1 << 31), (1 << 31) - 1) for k, s in enumerate(self.items(gpu, "semaphores", at, 1 << 16, []))]
         self.mem.append(mem)
+        self.port.append(port)
         self.nvls.append(nvls)
         self.remote.append(remote)
         self.sems.append(sems)
@@ -321,7 +326,7 @@ class _Reader:
             kind = self.get(chan, "channel_type", cat, str)
             if kind not in chans:
                 raise self.fail(f"{cat}.channel_type", f"{kind!r} is not one of memory, port, switch")
-            size = {"memory": len(self.mem[g]), "switch": len(self.nvls[g]), "port": 1 << 16}[kind]
+            size = {"memory": len(self.mem[g]), "switch": len(self.nvls[g]), "port": len(self.port[g])}[kind]
             for k, cid in enumerate(self.get(chan, "channel_ids", cat, list)):
                 chans[kind].append(self.index(cid, f"{cat}.channel_ids[{k}]", size, f"{kind} channel on GPU {g}"))
         for kind, listed in chans.items():
@@ -339,7 +344,7 @@ class _Reader:
             if len(listed) > MAX_CHANNEL:
                 raise self.fail(f"{at}.remote_buffer_refs", f"{len(listed)} {kind} remote buffers, more than the executor's {MAX_CHANNEL} per thread block")
         self.tb = {"g": g, "t": t, "global": global_tb, "chans": chans, "bufs": bufs, "n": 0}
-        first = len(ops)
+        tb_ops = lambda: self.tb["n"]  # noqa: E731 - proxy transfers do not count
         for k, op in enumerate(self.items(tb, "ops", at, 1 << 16)):
             oat = f"{at}.ops[{k}]"
             name = self.get(op, "name", oat, str)
@@ -351,7 +356,7 @@ class _Reader:
                     self._op(inner, f"{oat}.ops[{j}]", ops)
             else:
                 self._op(op, oat, ops)
-            if len(ops) - first > MAX_OPERATION:
+            if tb_ops() > MAX_OPERATION:
                 raise self.fail(oat, f"the thread block has more than {MAX_OPERATION} operations (pipelines count with their inner ops); the executor refuses it (MAX_OPERATION)")
 
     # -- operations ------------------------------------------------------------------
@@ -361,13 +366,13 @@ class _Reader:
         name = self.get(obj, "name", at, str)
         if name not in KNOWN_OPS:
             raise self.fail(f"{at}.name", f"unknown operation {name!r} (execution_plan.cc getOpType knows {', '.join(KNOWN_OPS)})")
-        if name not in MODELLED_OPS:
-            raise self.fail(f"{at}.name", f"operation {name!r} (port channels) is not modelled by collspec yet; refused rather than skipped")
         chan_type = self.get(obj, "channel_type", at, str, None)
         if chan_type is not None and chan_type not in CHANNEL_TYPES:
             raise self.fail(f"{at}.channel_type", f"{chan_type!r} is not one of {', '.join(CHANNEL_TYPES)}")
-        if chan_type == "port":
-            raise self.fail(f"{at}.channel_type", f"operation {name!r} over a port channel is not modelled by collspec yet; refused rather than skipped")
+        if chan_type == "port" and name not in ("put", "pws", "pwsf", "signal", "wait", "rlxsignal", "rlxwait", "flush", "ppkt", "rppkt"):
+            raise self.fail(f"{at}.channel_type", f"operation {name!r} over a port channel: the executor implements it for memory channels only; refused")
+        if name in ("pws", "pwsf", "flush") and chan_type != "port":
+            raise self.fail(f"{at}.channel_type", f"{name} needs channel_type 'port', got {_show(chan_type)}")
         op = Op(index=len(ops), gpu=tb["g"], tb=tb["global"], tb_id=tb["t"], pos=0, name=name, path=at)
         op.pos = tb["n"]
         tb["n"] += 1
@@ -382,16 +387,22 @@ class _Reader:
             bid = self.count(obj, "barrier_id", at, 0, MAX_DEVICE_SYNCERS - 1)
             op.barrier = (bid, self.count(obj, "num_threadblocks", at, 1, MAX_THREADBLOCKS))
         elif name in ("signal", "wait", "rlxsignal", "rlxwait"):
-            if chan_type != "memory":
-                raise self.fail(f"{at}.channel_type", f"{name} needs channel_type 'memory' (port channels are not modelled yet), got {_show(chan_type)}")
-            ends = [(tb["g"], c) for c in self._channel_ids(obj, at, "memory")]
+            if chan_type not in ("memory", "port"):
+                raise self.fail(f"{at}.channel_type", f"{name} needs channel_type 'memory' or 'port', got {_show(chan_type)}")
+            ends = [(tb["g"], chan_type, c) for c in self._channel_ids(obj, at, chan_type)]
             if not ends:
                 raise self.fail(f"{at}.channel_ids", "no channels")
             if "signal" in name:
                 op.signals = ends
             else:
                 op.waits = ends
-            op.relaxed = name.startswith("rlx")
+            op.relaxed = name.startswith("rlx") and chan_type == "memory"  # a port channel has no relaxed signal
+        elif name == "flush":
+            ends = [(tb["g"], "port", c) for c in self._channel_ids(obj, at, "port")]
+            outputs = len(obj.get("dst_buff", [])) if isinstance(obj.get("dst_buff", []), list) else 0
+            op.flushes = ends[:outputs]
+            if len(op.flushes) < len(ends):
+                self.lint.append(("flush-noop", at, f"handleFlush flushes op.nOutputs channels, the number of dst_buff entries ({outputs}), not the {len(ends)} listed in channel_ids; the others are not flushed"))
         elif name in ("sem_acquire", "sem_release"):
             ids = self.items(obj, "semaphore_ids", at, MAX_DEVICE_SEMAPHORES)
             sems = [(tb["g"], self.index(s, f"{at}.semaphore_ids[{k}]", len(self.sems[tb["g"]]), f"semaphore on GPU {tb['g']}")) for k, s in enumerate(ids)]
@@ -400,16 +411,40 @@ class _Reader:
             else:
                 op.sem_release = sems
         else:
-            self._data_op(obj, at, op, name, chan_type)
+            proxies = self._data_op(obj, at, op, name, chan_type)
+            ops.append(op)
+            for k, (end, srcs, dsts, signal) in enumerate(proxies or ()):
+                ops.append(Op(
+                    index=len(ops), gpu=op.gpu, tb=op.tb, tb_id=op.tb_id, pos=op.pos, name=name, path=f"{at}.dst_buff[{k}]",
+                    combine="pairs", srcs=srcs, dsts=dsts, signals=[end] if signal else (), proxy=True, issuer=op.index, fifo=end,
+                ))
+            return
         ops.append(op)
+
+    def _port_put(self, s, d, at: str, op: Op, name: str, packets: bool) -> list:
+        """Port-channel puts: ``(end, srcs, dsts, signal)`` per destination,
+        the copy the proxy makes (handlePut / handlePutPackets, PORT: thread
+        k puts src_buff[k] to dst_buff[k] through channel_ids[k])."""
+        ids = self._channel_ids(self._current, at, "port")
+        self._need(len(ids) >= len(d) and len(s) >= len(d), at, "channel_ids", f"{name} over port channels puts dst_buff[k] through channel_ids[k] from src_buff[k]: {len(d)} destinations need as many channels and sources")
+        out = []
+        for k in range(len(d)):
+            src = self._local(s[k], f"{at}.src_buff[{k}]")
+            dst = self._port_remote(d[k], f"{at}.dst_buff[{k}]")
+            if packets:  # the source already holds packets; they are copied as they are
+                src = src[:4] + (False,)
+                dst = self._scratch(dst, f"{at}.dst_buff[{k}]")[:4] + (True,)
+            out.append(((op.gpu, "port", ids[k]), [src], [dst], name == "pws"))
+        return out
 
     def _channel_ids(self, obj, at: str, kind: str) -> list[int]:
         ids = self.items(obj, "channel_ids", at, MAX_CHANNEL_PER_OPERATION)
         listed = self.tb["chans"][kind]
         return [listed[self.index(c, f"{at}.channel_ids[{k}]", len(listed), f"{kind} channel in this thread block")] for k, c in enumerate(ids)]
 
-    def _data_op(self, obj, at: str, op: Op, name: str, chan_type) -> None:
-        if "channel_ids" in obj:
+    def _data_op(self, obj, at: str, op: Op, name: str, chan_type):
+        self._current = obj
+        if "channel_ids" in obj and chan_type != "port":
             self._channel_ids(obj, at, chan_type if chan_type in ("memory", "switch") else "memory")
         tbg = (0, 1)
         if "tbg_info" in obj:
@@ -427,6 +462,25 @@ class _Reader:
         remote = lambda r, k, role: self._remote(r, f"{at}.{role}[{k}]")  # noqa: E731
         switch = lambda r, k, role: self._switch(r, f"{at}.{role}[{k}]")  # noqa: E731
         pk = lambda r: r[:4] + (True,)  # noqa: E731 - the same range, in packet format
+
+        if chan_type == "port":
+            if name in ("put", "pws", "ppkt"):
+                op.combine = "none"
+                return self._port_put(s, d, at, op, name, packets=name == "ppkt")
+            if name == "pwsf":  # put, signal and flush: the copy is done when the op ends
+                ends = self._channel_ids(obj, at, "port")
+                self._need(len(ends) >= len(d) and len(s) >= len(d), at, "channel_ids", f"pwsf puts dst_buff[k] through channel_ids[k] from src_buff[k]: {len(d)} destinations need as many channels and sources")
+                op.combine = "pairs"
+                op.srcs = [local(s[k], k, "src_buff") for k in range(len(d))]
+                op.dsts = [self._port_remote(d[k], f"{at}.dst_buff[{k}]") for k in range(len(d))]
+                op.signals = [(op.gpu, "port", c) for c in ends[: len(d)]]
+                return None
+            if name == "rppkt":  # wait for the local packets, then the proxy copies them to every destination
+                ends = self._channel_ids(obj, at, "port")
+                self._need(len(ends) >= len(d), at, "channel_ids", f"rppkt over port channels puts dst_buff[k] through channel_ids[k]: {len(d)} destinations need as many channels")
+                packets = pk(self._scratch(local(s[0], 0, "src_buff"), f"{at}.src_buff[0]"))
+                op.combine, op.srcs, op.dsts = "none", [packets], []
+                return [((op.gpu, "port", ends[k]), [packets[:4] + (False,)], [pk(self._scratch(self._port_remote(d[k], f"{at}.dst_buff[{k}]"), f"{at}.dst_buff[{k}]"))], False) for k in range(len(d))]
 
         if name == "copy":
             op.combine, op.srcs, op.dsts = "pairs", [local(s[0], 0, "src_buff")], [local(d[0], 0, "dst_buff")]
@@ -523,9 +577,12 @@ class _Reader:
         size = self.count(b, "size", at, 1, MAX_CHUNKS)
         if "buffer_id" in b:
             kind, ref = "remote", self.get(b, "buffer_id", at, int)
-            if chan_type != "memory":
-                raise self.fail(f"{at}.buffer_id", f"a remote buffer through channel_type {_show(chan_type)}: only memory channels are modelled")
-            ref = self.tb["bufs"]["memory"][self.index(ref, f"{at}.buffer_id", len(self.tb["bufs"]["memory"]), "memory remote buffer in this thread block")]
+            if chan_type == "port":
+                pass  # resolved by _port_remote against the thread block's port remote buffers
+            elif chan_type != "memory":
+                raise self.fail(f"{at}.buffer_id", f"a remote buffer through channel_type {_show(chan_type)}: remote buffers are reached through memory or port channels")
+            else:
+                ref = self.tb["bufs"]["memory"][self.index(ref, f"{at}.buffer_id", len(self.tb["bufs"]["memory"]), "memory remote buffer in this thread block")]
         elif "switch_channel_id" in b:
             listed = self.tb["chans"]["switch"]
             kind = "switch"
@@ -568,6 +625,14 @@ class _Reader:
         if b[0] != "remote":
             raise self.fail(at, f"expected a remote buffer (buffer_id), got a {b[0]} one")
         rank, buf, _ = self.remote[self.tb["g"]][b[1]]
+        return self._checked(rank, buf, b)
+
+    def _port_remote(self, b, at: str) -> tuple:
+        if b[0] != "remote":
+            raise self.fail(at, f"expected a remote buffer (buffer_id), got a {b[0]} one")
+        listed = self.tb["bufs"]["port"]
+        ref = self.index(b[1], f"{at}.buffer_id", len(listed), "port remote buffer in this thread block")
+        rank, buf, _ = self.remote[self.tb["g"]][listed[ref]]
         return self._checked(rank, buf, b)
 
     def _switch(self, b, at: str) -> list:

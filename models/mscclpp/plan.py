@@ -43,9 +43,15 @@ gstorepkt   read packets of local s0, write them into every group rank's d0
 pipeline    runs its ``ops`` (modelled for one iteration, see parse)
 ==========  =============================================================
 
-Not modelled (refused with exit 2, naming the op and its JSON path): port
-channels (``put``/``signal``/``wait``/``flush`` over ``port``, ``pws``,
-``pwsf``).
+Port channels: ``put`` (and ``ppkt``) over a port channel pushes a request
+into the channel's FIFO; the host proxy copies later (a *proxy* op), in
+FIFO order, before any later ``signal`` on that channel is delivered and
+before a later ``flush`` returns. ``pws`` is put then signal; ``pwsf`` also
+flushes, so its copy is done when the op ends. ``flush`` flushes the
+channels of its first ``len(dst_buff)`` ``channel_ids`` (handleFlush counts
+``nOutputs``). Refused (exit 2, naming the op and its JSON path): ``get``
+and the ``re``/``rre`` families over port channels, which the executor
+only implements for memory channels.
 """
 
 from __future__ import annotations
@@ -70,8 +76,8 @@ KNOWN_OPS = (
     "ppkt", "rppkt", "respkt", "cpkt", "upkt", "repkt", "recpkt", "recspkt", "glres", "gstore", "gstorepkt",
     "rlxsignal", "rlxwait", "pipeline", "sem_acquire", "sem_release",
 )
-#: names modelled here (port-channel ops are refused)
-MODELLED_OPS = tuple(op for op in KNOWN_OPS if op not in ("pws", "pwsf", "flush"))
+#: names modelled here (all of them; some channel types per op are refused by the parser)
+MODELLED_OPS = KNOWN_OPS
 #: ops that wait for every thread of the block (__syncthreads inside)
 THREAD_SYNC = ("nop", "barrier")
 
@@ -86,8 +92,11 @@ class Op:
     sum of every s), ``broadcast`` (every d := s0) or ``none``.
     A range's fifth entry says whether it is in LL packet format (a packet
     read waits for its packets to arrive).
-    ``signals`` / ``waits`` list ``(gpu, channel)`` memory channel ends,
-    ``relaxed`` says whether they order memory; ``sem_acquire`` /
+    ``signals`` / ``waits`` / ``flushes`` list channel ends ``(gpu,
+    "memory" | "port", channel)``, ``relaxed`` says whether they order
+    memory; a *proxy* op is the asynchronous transfer of a port-channel
+    put, done by the host proxy after ``issuer`` pushed it into the FIFO of
+    the end ``fifo``; ``sem_acquire`` /
     ``sem_release`` list ``(gpu, semaphore)``; ``barrier`` is
     ``(barrier_id, num_threadblocks)``.
     """
@@ -108,6 +117,10 @@ class Op:
     sem_acquire: list | tuple = ()
     sem_release: list | tuple = ()
     barrier: tuple | None = None
+    flushes: list | tuple = ()
+    proxy: bool = False
+    issuer: int = -1
+    fifo: tuple | None = None
 
     @property
     def thread_sync(self) -> bool:
@@ -115,7 +128,7 @@ class Op:
 
     def describe(self) -> str:
         """``GPU 1 tb 0 op 6 (rres)``: how messages name an op."""
-        return f"GPU {self.gpu} tb {self.tb_id} op {self.pos} ({self.name})"
+        return f"GPU {self.gpu} tb {self.tb_id} op {self.pos} ({self.name}{', by the proxy' if self.proxy else ''})"
 
     def where(self) -> dict:
         return {"gpu": self.gpu, "tb": self.tb_id, "op": self.pos, "type": self.name, "path": self.path}
@@ -141,8 +154,10 @@ class Plan:
     tb_ids: list[int]
     ops: list[Op]
     semaphores: list[list[int]]  # per GPU: initial values
-    #: per GPU, per memory channel: (peer, ordinal among this GPU's memory channels to that peer)
+    #: per GPU, per memory channel: (peer, tag); tags number a GPU's connections to one
+    #: peer, memory channels first, then port channels (executor.cc setupConnections)
     memory_channels: list[list[tuple[int, int]]]
+    port_channels: list[list[tuple[int, int]]]
     lint: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, path, message)
 
     @property
