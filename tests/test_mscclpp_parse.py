@@ -102,3 +102,41 @@ def test_cli_tells_a_truncated_plan_from_a_schedule(tmp_path, capsys):
     path.write_text(json.dumps(BASE)[:400])
     assert main(["check", str(path)]) == 2
     assert "cut.json: line 1 column 401: invalid JSON (Expecting ',' delimiter); is the file truncated?" in capsys.readouterr().err
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for k, v in enumerate(value):
+            yield from _paths(v, prefix + (k,))
+
+
+@pytest.mark.parametrize("name", ["plan-transfer_pack.json", "exec-allreduce_packet.json"])
+def test_every_field_replaced_by_junk_is_a_verdict_or_a_clean_refusal(name):
+    """Each field of a real plan, replaced in turn by null, a string, -1, a
+    huge number, a list or an object, or deleted: the verifier answers with
+    a verdict or a PlanFormatError (exit 2), never another exception."""
+    base = json.loads((DATA / name).read_text())
+    outcomes = {"verdict": 0, "refused": 0}
+    for path in list(_paths(base))[1:]:
+        for junk in (None, "x", -1, 10**12, [], {}, ...):
+            plan = copy.deepcopy(base)
+            target = plan
+            for k in path[:-1]:
+                target = target[k]
+            if junk is ...:
+                if isinstance(target, list):
+                    continue
+                del target[path[-1]]
+            else:
+                target[path[-1]] = junk
+            try:
+                verify(loads(json.dumps(plan), "junk.json"))
+                outcomes["verdict"] += 1
+            except PlanFormatError as error:
+                assert str(error).startswith("junk.json: ")
+                outcomes["refused"] += 1
+    assert outcomes["refused"] > 100 and outcomes["verdict"] > 0

@@ -255,7 +255,8 @@ class _Reader:
     def _parts(self, gpus) -> int:
         parts = 1
         for g, gpu in enumerate(gpus):
-            for t, tb in enumerate(gpu.get("threadblocks", []) if isinstance(gpu, dict) else []):
+            tbs = gpu.get("threadblocks") if isinstance(gpu, dict) else None
+            for t, tb in enumerate(tbs if isinstance(tbs, list) else []):
                 for k, op in enumerate(tb.get("ops", []) if isinstance(tb, dict) and isinstance(tb.get("ops"), list) else []):
                     for o in [op] + (op.get("ops", []) if isinstance(op, dict) and isinstance(op.get("ops"), list) else []):
                         if isinstance(o, dict) and "tbg_info" in o:
@@ -464,6 +465,9 @@ class _Reader:
         pk = lambda r: r[:4] + (True,)  # noqa: E731 - the same range, in packet format
 
         if chan_type == "port":
+            sizes = {b[3] for b in s + d}
+            if len(sizes) > 1:
+                raise self.fail(at, f"{name} moves ranges of different sizes ({sorted(sizes)} cells); the executor uses one size for all, so this plan computes on partial chunks")
             if name in ("put", "pws", "ppkt"):
                 op.combine = "none"
                 return self._port_put(s, d, at, op, name, packets=name == "ppkt")
