@@ -5,7 +5,10 @@ collective's postcondition, and (as warnings) ranks that may disagree in
 floating point and bandwidth optimality. An MSCCL .xml program is checked
 under the executors' concurrent semantics: also unmatched sends and
 receives, deadlocks, races between thread blocks, and lint warnings about
-format drift between executors."""
+format drift between executors. An MSCCL++ execution plan (a .json file
+whose top level holds a "gpus" list of thread blocks) is recognised by its
+content and checked under the MSCCL++ executor's concurrent semantics:
+races, deadlocks, unmatched signals and the result."""
 
 from __future__ import annotations
 
@@ -109,9 +112,29 @@ def subjects(args) -> list:
     return [generate(args.algorithm, collective, n, **options) for n in ranks]
 
 
+def is_mscclpp_plan(path: str) -> bool:
+    """Is ``path`` a .json MSCCL++ execution plan (by content)?"""
+    if os.path.splitext(path)[1].lower() != ".json":
+        return False
+    from ..models.mscclpp.parse import MAX_FILE_BYTES, looks_like_plan
+
+    try:
+        if os.path.getsize(path) > MAX_FILE_BYTES:
+            return True  # the plan reader refuses it with the size
+        with open(path, "rb") as handle:
+            return looks_like_plan(handle.read().decode("utf-8", errors="replace"))
+    except OSError:
+        return False
+
+
 def load_schedule(path: str):
-    """Load a .json schedule or an MSCCL .xml program."""
+    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program."""
     extension = os.path.splitext(path)[1].lower()
+    if is_mscclpp_plan(path):
+        from ..models.mscclpp.lower import schedule_of
+        from ..models.mscclpp.parse import load
+
+        return schedule_of(load(path))
     if extension == ".json":
         from ..models.schedule_json import load
 
@@ -132,6 +155,8 @@ def run(args) -> int:
         raise CollspecError("--option is for --algorithm, not a FILE")
     if args.file and os.path.splitext(args.file)[1].lower() == ".xml" and not args.algorithm:
         return _check_msccl(args)
+    if args.file and not args.algorithm and is_mscclpp_plan(args.file):
+        return _check_mscclpp(args)
     schedules = subjects(args)
     violations, per_schedule = [], []
     for schedule in schedules:
@@ -154,6 +179,17 @@ def run(args) -> int:
 def _check_msccl(args) -> int:
     """An MSCCL program: the concurrent verifier of collspec.models.msccl."""
     from ..models.msccl import load, verify
+    from ..report import Report
+
+    verdict = verify(load(args.file), exact=args.exact)
+    if args.prove:
+        _prove(load_schedule(args.file), verdict)
+    return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
+
+
+def _check_mscclpp(args) -> int:
+    """An MSCCL++ execution plan: the concurrent verifier of collspec.models.mscclpp."""
+    from ..models.mscclpp import load, verify
     from ..report import Report
 
     verdict = verify(load(args.file), exact=args.exact)
