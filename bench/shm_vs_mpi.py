@@ -3,8 +3,13 @@
 The same ``mpiexec`` ranks run both (float32 sum, in place), alternating at
 every repetition, so both see the same machine load. For each size a
 repetition is: barrier, ``iters`` calls back to back, time of one call =
-the slowest rank's mean (as nccl-tests); the figure is the median over
-``--reps`` repetitions. busbw as nccl-tests: 2(N-1)/N * bytes / time.
+the slowest rank's mean (as nccl-tests); the times shown are medians over
+``--reps`` repetitions. Load from other processes comes and goes on a
+scale of seconds, so the targets are judged on the *paired* ratio: the
+median over repetitions of shm's time / Open MPI's time in the same
+repetition (``ratio``; a busbw ratio is its inverse). busbw as
+nccl-tests: 2(N-1)/N * bytes / time. The ``cpu`` columns are each rank's CPU time per call (``process_time``),
+averaged over the ranks: what a call costs the cores, waiting included.
 
 Targets (issue 15), checked after the table; exit 1 on any miss:
 
@@ -17,7 +22,7 @@ either library is touched); needs ranks <= cores. Without it no rank is
 bound (``--bind-to none``), so 4 ranks on 2 cores share them as the
 scheduler decides.
 
-Usage: python bench/shm_vs_mpi.py [--ranks 4] [--pin] [--reps 7] [--sizes 1K,64K,16M] [--quick] [--json PATH]
+Usage: python bench/shm_vs_mpi.py [--ranks 4] [--pin] [--reps 15] [--sizes 1K,64K,16M] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import time
 LATENCY_SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10]
 BANDWIDTH_SIZES = [1 << 20, 4 << 20, 16 << 20]
 SIZES = LATENCY_SIZES + [256 << 10] + BANDWIDTH_SIZES
+REPS = 15
 TIME_RATIO = 1.5  # shm time / Open MPI time at the latency sizes, at most
 
 
@@ -43,7 +49,7 @@ def bus_factor(ranks: int) -> float:
 
 def _iterations(nbytes: int) -> int:
     """Enough back-to-back calls that one repetition takes tens of milliseconds."""
-    return max(3, min(200, (32 << 20) // nbytes))
+    return max(3, min(100, (8 << 20) // nbytes))
 
 
 # -- the rank side (run under mpiexec) ---------------------------------------------------
@@ -82,15 +88,19 @@ def _rank(args) -> None:
                 impls[name](size)
         iters = _iterations(size)
         samples = {name: [] for name in impls}
+        cpu = {name: [] for name in impls}
         for _ in range(args.reps):
             for name, run in impls.items():
                 comm.Barrier()
-                began = time.perf_counter()
+                began, used = time.perf_counter(), time.process_time()
                 for _ in range(iters):
                     run(size)
                 samples[name].append(comm.allreduce((time.perf_counter() - began) / iters, op=MPI.MAX))
+                cpu[name].append(comm.allreduce((time.process_time() - used) / iters, op=MPI.SUM) / ranks)
         for name in impls:
             seconds[f"{name} {size}"] = statistics.median(samples[name])
+            seconds[f"{name} {size} cpu"] = statistics.median(cpu[name])
+        seconds[f"ratio {size}"] = statistics.median(a / b for a, b in zip(samples["shm"], samples["mpi"]))
         check = torch.full((size // 4,), float(rank + 1))
         shm.all_reduce(check)
         if not bool((check == ranks * (ranks + 1) / 2).all()):
@@ -132,24 +142,28 @@ def rows(result: dict, ranks: int, sizes: list[int]) -> list[dict]:
     out = []
     for size in sizes:
         shm, mpi = result["seconds"][f"shm {size}"], result["seconds"][f"mpi {size}"]
+        ratio = result["seconds"][f"ratio {size}"]  # median over repetitions of shm time / MPI time in that repetition
         bw_shm, bw_mpi = size / shm * bus_factor(ranks) / 1e9, size / mpi * bus_factor(ranks) / 1e9
         if size in LATENCY_SIZES:
-            target, met = f"time <= {TIME_RATIO} x MPI", shm <= TIME_RATIO * mpi
+            target, met = f"time <= {TIME_RATIO} x MPI", ratio <= TIME_RATIO
         elif size in BANDWIDTH_SIZES:
-            target, met = "busbw >= MPI", bw_shm >= bw_mpi
+            target, met = "busbw >= MPI", ratio <= 1.0
         else:
             target, met = "-", None
-        out.append({"bytes": size, "shm_us": shm * 1e6, "mpi_us": mpi * 1e6, "shm_busbw": bw_shm, "mpi_busbw": bw_mpi,
+        out.append({"bytes": size, "ratio": ratio, "shm_us": shm * 1e6, "mpi_us": mpi * 1e6, "shm_busbw": bw_shm, "mpi_busbw": bw_mpi,
+                    "shm_cpu_us": result["seconds"][f"shm {size} cpu"] * 1e6, "mpi_cpu_us": result["seconds"][f"mpi {size} cpu"] * 1e6,
                     "target": target, "met": met})
     return out
 
 
 def table(found: list[dict]) -> str:
-    lines = [f"{'size':>8} {'shm us':>10} {'MPI us':>10} {'ratio':>6} {'shm GB/s':>9} {'MPI GB/s':>9}  {'target':<18} result"]
+    lines = [f"{'size':>8} {'shm us':>10} {'MPI us':>10} {'ratio':>6} {'shm GB/s':>9} {'MPI GB/s':>9} "
+             f"{'shm cpu':>8} {'MPI cpu':>8}  {'target':<18} result"]
     for r in found:
         verdict = "-" if r["met"] is None else ("ok" if r["met"] else "MISS")
-        lines.append(f"{_size(r['bytes']):>8} {r['shm_us']:10.1f} {r['mpi_us']:10.1f} {r['shm_us'] / r['mpi_us']:6.2f} "
-                     f"{r['shm_busbw']:9.3f} {r['mpi_busbw']:9.3f}  {r['target']:<18} {verdict}")
+        lines.append(f"{_size(r['bytes']):>8} {r['shm_us']:10.1f} {r['mpi_us']:10.1f} {r['ratio']:6.2f} "
+                     f"{r['shm_busbw']:9.3f} {r['mpi_busbw']:9.3f} {r['shm_cpu_us']:8.1f} {r['mpi_cpu_us']:8.1f}  "
+                     f"{r['target']:<18} {verdict}")
     return "\n".join(lines)
 
 
@@ -176,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--pin", action="store_true", help="one core per rank (needs ranks <= cores)")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=REPS)
     parser.add_argument("--sizes", help="comma-separated sizes (e.g. 4K,16M); default 1K..16M")
     parser.add_argument("--quick", action="store_true", help="three sizes, three repetitions")
     parser.add_argument("--json", help="write the rows here")

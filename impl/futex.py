@@ -51,3 +51,4 @@ def wait(address: int, seen: int, timeout: float) -> None:
 def wake(address: int) -> int:
     """Wake every process sleeping on the int32 at ``address``; returns how many."""
     return _syscall(_NUMBER, address, FUTEX_WAKE, EVERYONE, None, None, 0)
+

@@ -154,11 +154,12 @@ class Counters:
     def _index(self, counter: int, rank: int) -> int:
         return (counter * self.world_size + rank) * self.stride
 
-    def post(self, counter: int, value: int) -> None:
-        """Publish this rank's ``counter`` = ``value`` and wake whoever waits on it."""
+    def post(self, counter: int, value: int, wake: bool = True) -> None:
+        """Publish this rank's ``counter`` = ``value``; with ``wake``, wake whoever sleeps on it."""
         index = self._index(counter, self.rank)
         self.words[index] = _int32(value)
-        futex.wake(self.address + 4 * index)
+        if wake:
+            futex.wake(self.address + 4 * index)
 
     def wait(self, counter: int, value: int) -> None:
         """Return once every rank's ``counter`` has reached ``value``."""
@@ -195,7 +196,7 @@ class DistBarrier:
     def __init__(self, group=None):
         self.group = group
 
-    def post(self, counter: int, value: int) -> None:
+    def post(self, counter: int, value: int, wake: bool = True) -> None:
         pass
 
     def wait(self, counter: int, value: int) -> None:
@@ -244,8 +245,8 @@ class SharedMemory:
             if mode not in ("one-shot", "two-shot", "auto"):
                 raise ValueError(f"mode must be 'one-shot', 'two-shot' or 'auto', not {mode!r}")
             self.mode = mode
-        if depth < 2:
-            raise ValueError(f"depth must be at least 2, not {depth}")
+        if depth < 3:
+            raise ValueError(f"depth must be at least 3, not {depth}")
         kind = barrier or ("flags" if platform.machine().lower() in ("x86_64", "amd64") and futex.available() else "dist")
         if kind not in ("flags", "dist"):
             raise ValueError(f"barrier must be 'flags' or 'dist', not {kind!r}")
@@ -260,6 +261,8 @@ class SharedMemory:
         cores = len({core for _, mine in places for core in mine})
         self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
         self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
+        if os.environ.get("SHM_SPIN"):  # experiment knob, removed before commit
+            self.spin = float(os.environ["SHM_SPIN"])
         # every buffer holds at least one element per rank in the widest working form (16-byte pairs)
         self.capacity = max(capacity // 64 * 64, -(-world_size * 16 // 64) * 64)
         header = 3 * world_size * FLAG_BYTES
@@ -351,8 +354,8 @@ class SharedMemory:
             self._sync.wait(STAGED, g + 1)
             rows = piece.shape[0]
             self._fold(kind, [kind.staging[r][g % self.depth][:rows] for r in range(self.world_size)], out[at : at + rows])
-            self._sync.post(REDUCED, g + 1)
-            self._sync.post(GATHERED, g + 1)
+            self._sync.post(REDUCED, g + 1, wake=False)
+            self._sync.post(GATHERED, g + 1, wake=False)
 
     def _two_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
         step, r = kind.elements, self.rank
@@ -378,7 +381,7 @@ class SharedMemory:
                 g, target = first + i - 2, out[(i - 2) * step : (i - 1) * step]
                 self._sync.wait(REDUCED, g + 1)
                 np.copyto(target, kind.result[g % self.depth][: target.shape[0]])
-                self._sync.post(GATHERED, g + 1)
+                self._sync.post(GATHERED, g + 1, wake=False)
 
     # -- the collectives ---------------------------------------------------------------
 
@@ -415,8 +418,8 @@ class SharedMemory:
             self._sync.wait(STAGED, g + 1)
             strips = [kind.staging[j][g % self.depth][self.rank * w : (self.rank + 1) * w] for j in range(n)]
             self._fold(kind, strips, out[at : at + w])
-            self._sync.post(REDUCED, g + 1)
-            self._sync.post(GATHERED, g + 1)
+            self._sync.post(REDUCED, g + 1, wake=False)
+            self._sync.post(GATHERED, g + 1, wake=False)
         if not output.is_contiguous():
             output.copy_(flat.view(output.shape))
 
@@ -438,8 +441,8 @@ class SharedMemory:
             self._sync.wait(STAGED, g + 1)
             for j in range(n):
                 np.copyto(out[j, at : at + piece.shape[0]], kind.staging[j][g % self.depth][: piece.shape[0]])
-            self._sync.post(REDUCED, g + 1)
-            self._sync.post(GATHERED, g + 1)
+            self._sync.post(REDUCED, g + 1, wake=False)
+            self._sync.post(GATHERED, g + 1, wake=False)
         if not output.is_contiguous():
             output.copy_(flat.view(output.shape))
 
