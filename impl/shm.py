@@ -149,29 +149,27 @@ class Counters:
     def __init__(self, words: np.ndarray, rank: int, world_size: int, timeout: float, spin: float):
         self.words, self.address = memoryview(words), words.ctypes.data
         self.rank, self.world_size, self.timeout, self.spin = rank, world_size, timeout, spin
-        self.stride = FLAG_BYTES // 4
-
-    def _index(self, counter: int, rank: int) -> int:
-        return (counter * self.world_size + rank) * self.stride
+        index = [[(c * world_size + r) * FLAG_BYTES // 4 for r in range(world_size)] for c in range(len(COUNTER_NAMES))]
+        self._mine = [row[rank] for row in index]
+        self._others = [[(i, r) for r, i in enumerate(row) if r != rank] for row in index]
 
     def post(self, counter: int, value: int, wake: bool = True) -> None:
         """Publish this rank's ``counter`` = ``value``; with ``wake``, wake whoever sleeps on it."""
-        index = self._index(counter, self.rank)
+        index = self._mine[counter]
         self.words[index] = _int32(value)
         if wake:
             futex.wake(self.address + 4 * index)
 
     def wait(self, counter: int, value: int) -> None:
         """Return once every rank's ``counter`` has reached ``value``."""
-        for rank in range(self.world_size):
-            if rank != self.rank:
-                self._wait_for(counter, rank, value)
+        words = self.words
+        for index, rank in self._others[counter]:
+            if (words[index] - value) & 0xFFFFFFFF >= 1 << 31:  # not _reached: inlined, this runs on every call
+                self._wait_for(counter, rank, index, value)
 
-    def _wait_for(self, counter: int, rank: int, value: int) -> None:
-        index, words = self._index(counter, rank), self.words
+    def _wait_for(self, counter: int, rank: int, index: int, value: int) -> None:
+        words = self.words
         seen = words[index]
-        if _reached(seen, value):
-            return
         if self.spin:
             until = time.perf_counter() + self.spin
             while time.perf_counter() < until:
@@ -213,6 +211,10 @@ class _Kind:
     staging: list  # [rank][buffer] arrays in the working form
     result: list  # [buffer] arrays of the tensor's type
     elements: int  # working elements per buffer
+    average: bool  # op avg: finish through Reduction.finish
+
+    def __post_init__(self):
+        self.by_buffer = [list(column) for column in zip(*self.staging)]  # [buffer][rank]
 
 
 class SharedMemory:
@@ -312,7 +314,7 @@ class SharedMemory:
                        for r in range(self.world_size)]
             result = [typed(self._result_at + b * self.capacity, final, False) for b in range(self.depth)]
             ufunc = UFUNCS[op] if op is not None else None
-            self._kinds[key] = _Kind(reduction, ufunc, pairs, staging, result, staging[0][0].shape[0])
+            self._kinds[key] = _Kind(reduction, ufunc, pairs, staging, result, staging[0][0].shape[0], op == "avg")
         return self._kinds[key]
 
     def _next(self) -> int:
@@ -343,19 +345,20 @@ class SharedMemory:
             kind.ufunc(parts[0], parts[1], out=acc)
             for part in parts[2:]:
                 kind.ufunc(acc, part, out=acc)
-        if kind.reduction.op == "avg":
+        if kind.average:
             kind.reduction.finish(_torch(acc), _torch(out))
 
     def _one_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
+        sync = self._sync
         for at in range(0, out.shape[0], kind.elements):
             g = self._next()
             piece = src[at : at + kind.elements]
-            self._stage(kind, g, piece)
-            self._sync.wait(STAGED, g + 1)
             rows = piece.shape[0]
-            self._fold(kind, [kind.staging[r][g % self.depth][:rows] for r in range(self.world_size)], out[at : at + rows])
-            self._sync.post(REDUCED, g + 1, wake=False)
-            self._sync.post(GATHERED, g + 1, wake=False)
+            self._stage(kind, g, piece)
+            sync.wait(STAGED, g + 1)
+            self._fold(kind, [buffer[:rows] for buffer in kind.by_buffer[g % self.depth]], out[at : at + rows])
+            sync.post(REDUCED, g + 1, wake=False)
+            sync.post(GATHERED, g + 1, wake=False)
 
     def _two_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
         step, r = kind.elements, self.rank
@@ -386,12 +389,13 @@ class SharedMemory:
     # -- the collectives ---------------------------------------------------------------
 
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> None:
-        _cpu_only(tensor)
-        kind = self._kind(op, tensor.dtype)
+        if tensor.is_cuda:
+            raise TypeError("shm: CPU tensors only")
+        kind = self._kinds.get((op, tensor.dtype)) or self._kind(op, tensor.dtype)
         flat = tensor.reshape(-1)  # a view when contiguous
         out = _numpy(flat)
         src = kind.reduction.working(flat, copy=True).numpy() if kind.pairs else out
-        one_shot = self.mode == "one-shot" or (self.mode == "auto" and tensor.numel() * tensor.element_size() <= ONE_SHOT_LIMIT)
+        one_shot = self.mode == "one-shot" or (self.mode == "auto" and out.nbytes <= ONE_SHOT_LIMIT)
         if out.shape[0]:
             (self._one_shot if one_shot else self._two_shot)(kind, src, out)
         if not tensor.is_contiguous():
