@@ -18,6 +18,8 @@ module              job
                     sums that decode into missing or doubled contributors
 :mod:`.buffers`     each rank's guarded buffers, before the call
 :mod:`.launch`      local (zygote + fork), ``mpiexec``, ``torchrun``
+:mod:`.mpi_libs`    Open MPI, MPICH, Intel MPI: installs, their mpiexec, their
+                    algorithms (``--algorithm``, ``--list-algorithms``)
 :mod:`.rank`        one rank: set up torch.distributed, run the cases
 :mod:`.runner`      the coordinator: follow the ranks, time out, restart
 :mod:`.checks`      judge one case: violations with kind and location
@@ -25,6 +27,23 @@ module              job
                     :mod:`.matrix` present it
 :mod:`.bench`       algbw and busbw, nccl-tests style
 ==================  ===========================================================
+
+The plug-in protocol (contracts.md), as :mod:`.collectives` routes the cases:
+``reduce_scatter(output, input, op)`` and ``all_gather(output, input)`` only
+ever get equal blocks (input = N x output for reduce-scatter, the reverse for
+all-gather), as NCCL, torch.distributed and MPI define them. A count N does
+not divide is cut into blocks in rank order, the first ``count % N`` ranks
+one element more, and goes to the optional ``reduce_scatter_v(output, input,
+op)`` / ``all_gather_v(output, input)``; each rank sees its own block as its
+buffer's length. A class without the ``_v`` method has those cases ``n/a``
+(not applicable): never a pass, never a failure, shown in the table, the
+JSON report (``not_applicable``), the JUnit file (skipped, with the reason)
+and the capability matrix (``=``: equal blocks pass; ``∅``). A class written
+for the older text, whose ``reduce_scatter`` also took unequal blocks, keeps
+working: its unequal cases become ``n/a`` until it adds
+``reduce_scatter_v = reduce_scatter``. An exception other than
+NotImplementedError or TypeError fails its case (``crash``, with the
+exception and the ranks that raised) and the run goes on.
 
 Decisions the contracts left open:
 
@@ -34,14 +53,19 @@ Decisions the contracts left open:
   it skipped; and a run in which nothing passed at all fails.
 - **Hangs and crashes**: every case has a deadline (``--timeout``) counted
   from the end of the previous case. Past it, the ranks that did not finish
-  are named (``hang``); a rank that dies is named with its exit code or
-  signal (``crash``), as is one whose backend raised an error other than
-  NotImplementedError or TypeError. Either way every process of the run is
-  killed and the ranks restart from the next case, at most
+  are named (``hang``, or ``crash`` when a peer raised and left them
+  waiting); a rank that dies is named with its exit code or signal
+  (``crash``). Only then is every process of the run killed and the ranks
+  restarted from the next case, at most
   :data:`~collspec.conformance.runner.MAX_RESTARTS` times; later cases are
-  reported ``not-run``.
+  reported ``not-run``. A backend that raised while every rank returned
+  costs no restart: the run simply goes on.
 - **Known findings**: a built-in backend that disagrees with the spec keeps
   the violation in the report, marked ``known`` with a warning severity
   (:mod:`.findings`); ``--strict`` counts it as an error.
 - **Counts not divisible by N**: see :mod:`.cases`.
+- **MPI algorithms**: each forced (collective, algorithm) is a start of the
+  ranks of its own (the libraries read the choice at ``MPI_Init``), so a
+  crash, a refusal or an ``MPI_Init`` abort stays that algorithm's and the
+  sweep goes on with the next; every case id carries ``alg=NAME``.
 """

@@ -12,13 +12,17 @@ and 2**24 with ``--full``. "Not divisible by N" means, per collective:
   chunking must handle the remainder (a ring cuts the vector into N chunks).
 - reduce-scatter, all-gather: unequal blocks, the spec's ``reduce_scatter_v``
   and ``all_gather_v``: rank r's block has ``count // N + (r < count % N)``
-  elements. The backend sees them as its buffers' lengths; one that only does
-  equal blocks raises NotImplementedError and the case is ``unsupported``.
+  elements, the blocks in rank order. As in NCCL, torch and MPI, such a case
+  goes to the backend's ``reduce_scatter_v`` / ``all_gather_v`` method (each
+  rank sees its own block as its buffer's length), never to
+  ``reduce_scatter`` / ``all_gather``, which get equal blocks only. A class
+  without the ``_v`` method has these cases ``n/a``: not applicable to it,
+  never a pass, never a failure.
 - all-to-all: the spec defines only equal blocks, so the count is rounded down
   to a multiple of N.
 
 Modes. ``quick`` sweeps one axis at a time from a base case (every dtype x
-op, every size, every root, both in-place modes, float rounding): about 330
+op, every size, every root, both in-place modes, float rounding): about 340
 cases, well under a minute at 4 ranks on 2 cores. The default runs the whole grid without
 2**24; ``full`` adds it.
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import asdict, dataclass, replace
 
-from ..spec import DTYPES, OPS, is_float
+from ..spec import DTYPES, OPS, defined_for, is_float
 from ..spec.errors import CollspecError
 from .collectives import COLLECTIVES
 from .data import PATTERN_FOR_OP
@@ -53,10 +57,22 @@ class Case:
     root: int | None
     pattern: str
     seed: int = 0
+    #: The MPI library's algorithm the case forces (``default``: the library's
+    #: own choice); None for backends that have no algorithms to choose.
+    algorithm: str | None = None
+    #: Call k > 0 of the same inputs (``--repeat``): its bits must equal call 0's.
+    call: int = 0
 
     @property
     def id(self) -> str:
-        """A readable identifier, unique within a run."""
+        """A readable identifier, unique within a run (``alg=NAME`` after the collective when forced)."""
+        if self.algorithm is None:
+            return self._plain_id
+        collective, _, rest = self._plain_id.partition("/")
+        return f"{collective}/alg={self.algorithm}/{rest}"
+
+    @property
+    def _plain_id(self) -> str:
         parts = [self.collective, self.dtype]
         if self.op:
             parts.append(self.op)
@@ -64,12 +80,13 @@ class Case:
         if self.root is not None:
             parts.append(f"root={self.root}")
         parts += [self.pattern, f"seed={self.seed}"]
-        return "/".join(parts)
+        return "/".join(parts + ([f"call={self.call}"] if self.call else []))
 
     @property
     def data_seed(self) -> int:
-        """The seed the inputs are drawn with: the case and the run seed both matter."""
-        return zlib.crc32(self.id.encode())
+        """The seed the inputs are drawn with: the case and the run seed both matter
+        (the algorithm does not: every algorithm gets the same inputs)."""
+        return zlib.crc32(self._plain_id.partition("/call=")[0].encode())
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -112,8 +129,9 @@ def _expand(collective: str, dtype: str, op: str | None, count: int, world: int,
     ]
 
 
-def _ops(collective: str, ops) -> list[str | None]:
-    return list(ops) if COLLECTIVES[collective].reducing else [None]
+def _ops(collective: str, ops, dtype: str) -> list[str | None]:
+    """The ops a (collective, dtype) runs: those defined on the dtype (compose: integers), or None."""
+    return [op for op in ops if defined_for(op, dtype)] if COLLECTIVES[collective].reducing else [None]
 
 
 def grid(world: int, full: bool = False, collectives=None, dtypes=None, ops=None, sizes=None) -> list[Case]:
@@ -121,7 +139,7 @@ def grid(world: int, full: bool = False, collectives=None, dtypes=None, ops=None
     out: list[Case] = []
     for collective in collectives or COLLECTIVES:
         for dtype in dtypes or DTYPES:
-            for op in _ops(collective, ops or OPS):
+            for op in _ops(collective, ops or OPS, dtype):
                 for count in sizes if sizes is not None else standard_sizes(world, full):
                     out.extend(_expand(collective, dtype, op, count, world))
     return _unique(out)
@@ -132,10 +150,12 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
 
     - every dtype x op, both in-place modes, at N + 1 (a remainder for the
       backend's own chunking), or 64N for collectives cut into one block per
-      rank (whose unequal blocks a backend may refuse: the size sweep has them);
+      rank (equal blocks: the size sweep has the unequal ones);
     - every size, and every root, for int32 and float32 (sum where it reduces);
     - float sums and averages of rounding inputs at 4099 elements, where
-      different summation orders round apart.
+      different summation orders round apart; for collectives cut into
+      blocks also at the next multiple of N, so that a backend without the
+      ``_v`` methods is tested on them too.
 
     ``sizes``, if given, replaces every size above.
     """
@@ -153,20 +173,27 @@ def quick(world: int, collectives=None, dtypes=None, ops=None, sizes=None) -> li
             )
 
         for dtype in dtypes:
-            for op in _ops(collective, ops):
+            for op in _ops(collective, ops, dtype):
                 for base in bases:
                     add(dtype, op, base)
         sweep_op = ("sum" if "sum" in ops else ops[0]) if spec.reducing else None
-        for dtype in [d for d in ("int32", "float32") if d in dtypes]:
+        for dtype in [d for d in ("int32", "float32") if d in dtypes and (sweep_op is None or defined_for(sweep_op, d))]:
             for count in size_list:
                 add(dtype, sweep_op, count)
             if spec.rooted:
                 add(dtype, sweep_op, bases[0], root=None)
         for dtype in [d for d in dtypes if is_float(d)]:
             for op in [o for o in ("sum", "avg") if o in ops and spec.reducing]:
-                for count in sizes if sizes is not None else [4099]:
+                for count in sizes if sizes is not None else _rounding_sizes(spec, world):
                     add(dtype, op, count, rounding=True)
     return _unique(out)
+
+
+def _rounding_sizes(collective, world: int) -> list[int]:
+    """4099, and for a collective cut into blocks the next multiple of N (equal blocks)."""
+    if not collective.blocked or 4099 % world == 0:
+        return [4099]
+    return [4099, 4099 + world - 4099 % world]
 
 
 def _unique(cases: list[Case]) -> list[Case]:
@@ -179,10 +206,13 @@ def _unique(cases: list[Case]) -> list[Case]:
 
 
 def repeated(cases: list[Case], repeat: int, seed: int) -> list[Case]:
-    """Each case ``repeat`` times, with seeds ``seed, seed + 1, ...``."""
+    """Each case ``repeat`` times, with seeds ``seed, seed + 1, ...``; then, for
+    bit-reproducibility, calls 1 .. repeat-1 of the first seed's inputs again
+    (``call=k``: the same inputs, so the same bits are due)."""
     if repeat < 1:
         raise CollspecError(f"--repeat {repeat}: must be at least 1")
-    return [replace(case, seed=seed + k) for k in range(repeat) for case in cases]
+    fresh = [replace(case, seed=seed + k) for k in range(repeat) for case in cases]
+    return fresh + [replace(case, seed=seed, call=k) for k in range(1, repeat) for case in cases]
 
 
 def parse_counts(text: str | None) -> list[int] | None:

@@ -14,7 +14,10 @@ element. In order:
    written (``postcondition``); a block that is another rank's block is a
    misplaced slice (``postcondition``); a wrong sum of tally inputs decodes
    into the ranks missing or counted twice (``missing-contribution``,
-   ``duplicate-contribution``); anything else is a ``wrong-value`` with the
+   ``duplicate-contribution``); a wrong non-commutative result (``compose``)
+   that is the composition of the ranks' operands in another order is an
+   ``operand-order`` naming that order and the pairs of ranks out of order;
+   anything else is a ``wrong-value`` with the
    worst element, the expected value, what came back and the error bound.
 3. Collectives whose every rank must hold the same result (all-reduce) must
    hold the same bits (``ranks-disagree``, with the first differing element).
@@ -27,7 +30,10 @@ import math
 
 import numpy as np
 
-from ..spec import Violation, check_reduction
+import itertools
+
+from ..spec import NONCOMMUTATIVE, Violation, check_reduction
+from ..spec.ops import combiner
 from .buffers import all_inputs, initial_images, inside, layout_of
 from .cases import Case
 from .collectives import COLLECTIVES, Exact, Reduced, Untouched
@@ -229,6 +235,10 @@ def _judge_reduced(case, world, ranks, got, expectation: Reduced, inputs) -> lis
         decoded = _decode(case, world, ranks, got, expectation.canonical, a)
         if decoded:
             return decoded
+    if case.op in NONCOMMUTATIVE:
+        reordered = _reordered(case, ranks, got, expectation.canonical, rows)
+        if reordered:
+            return reordered
     i = accuracy.index[0] if accuracy.index else 0
     return [
         Violation(
@@ -237,6 +247,52 @@ def _judge_reduced(case, world, ranks, got, expectation: Reduced, inputs) -> lis
             f"error {_num(accuracy.error)} exceeds the bound {_num(accuracy.bound)}",
             details=_details(case, ranks, element=i, expected=accuracy.expected, got=accuracy.got,
                              error=accuracy.error, bound=accuracy.bound),
+        )
+    ]
+
+
+#: Up to this many ranks every order of the operands is tried (7! = 5040).
+MAX_ORDER_RANKS = 7
+
+
+def _reordered(case, ranks, got, exact, rows) -> list[Violation]:
+    """An ``operand-order`` violation if every wrong element is the ranks'
+    operands combined in some other order, else [] (then it is a wrong value)."""
+    world = len(rows)
+    wrong = np.flatnonzero(_bits(got) != _bits(exact))
+    if wrong.size == 0 or not 2 <= world <= MAX_ORDER_RANKS:
+        return []
+    combine = combiner(case.op, got.dtype)
+    operands = [row[wrong] for row in rows]
+    unexplained = np.ones(wrong.size, dtype=bool)
+    orders: dict[tuple[int, ...], int] = {}
+    for order in itertools.permutations(range(world)):
+        if order == tuple(range(world)):
+            continue
+        value = operands[order[0]]
+        for r in order[1:]:
+            value = combine(value, operands[r])
+        hit = unexplained & (_bits(value) == _bits(got[wrong]))
+        if hit.any():
+            orders[order] = int(hit.sum())
+            unexplained &= ~hit
+        if not unexplained.any():
+            break
+    if unexplained.any():
+        return []
+    i = int(wrong[0])
+    first = next(iter(orders))
+    inversions = sorted({(min(x, y), max(x, y)) for order in orders
+                         for k, x in enumerate(order) for y in order[k + 1:] if x > y})
+    pairs = ", ".join(f"{x}<->{y}" for x, y in inversions)
+    return [
+        Violation(
+            "operand-order",
+            f"{case.id}: {_who(ranks)}: a non-commutative {case.op} combined the ranks' operands out of rank order at "
+            f"{wrong.size} of {got.size} element(s): element {i} is rank order {', '.join(map(str, first))} instead of "
+            f"{', '.join(map(str, range(world)))} ({len(orders)} distinct order(s); ranks out of order: {pairs})",
+            details=_details(case, ranks, element=i, expected=exact[i], got=got[i], elements=int(wrong.size),
+                             order=list(first), orders=[list(o) for o in orders], inversions=[list(p) for p in inversions]),
         )
     ]
 

@@ -3,6 +3,8 @@
 As in nccl-tests, each collective supplies a few hooks and nothing else:
 
 - ``method`` and ``call``: which plug-in method runs it, with which arguments;
+  ``method_v`` and ``call_v``, for reduce-scatter and all-gather, the method
+  that gets unequal blocks instead (:meth:`Collective.route`);
 - ``layout``: each rank's buffers (separate input and output, or one buffer
   in place, in the NCCL convention: reduce-scatter's output is the rank's
   block of its input, all-gather's input is the rank's block of its output);
@@ -17,6 +19,15 @@ buffer must keep its input, e.g. a non-root rank of reduce).
 >>> layout = COLLECTIVES["reduce_scatter"].layout(5, 4, 1, inplace=True)
 >>> layout.output, layout.storages
 (View(storage='input', start=2, length=1), {'input': 5})
+
+The plug-in protocol follows NCCL, torch.distributed and MPI:
+``reduce_scatter`` and ``all_gather`` only ever get equal blocks (input =
+world_size x output for reduce-scatter, the reverse for all-gather); a count
+N does not divide goes to ``reduce_scatter_v`` / ``all_gather_v``
+(``MPI_Reduce_scatter`` and ``MPI_Allgatherv`` in MPI's terms):
+
+>>> [COLLECTIVES["reduce_scatter"].route(count, 4)[0] for count in (0, 8, 5)]
+['reduce_scatter', 'reduce_scatter', 'reduce_scatter_v']
 """
 
 from __future__ import annotations
@@ -92,7 +103,8 @@ Expectation = Reduced | Exact | Untouched
 
 def block_counts(count: int, world: int) -> list[int]:
     """Per-rank block sizes: equal when N divides the count, else the first
-    ``count % N`` ranks get one more (the ``_v`` forms' per-rank counts)."""
+    ``count % N`` ranks get one more (the counts the ``_v`` methods get: each
+    rank sees its own as its buffer's length, the blocks lie in rank order)."""
     if count % world == 0:
         return equal_counts(count, world)
     return [count // world + (1 if r < count % world else 0) for r in range(world)]
@@ -183,6 +195,18 @@ class Collective:
     expect: Callable
     same_on_every_rank: bool = False
     blocked: bool = False  # the buffer is cut into one block per rank
+    method_v: str | None = None  # the method for unequal blocks (count % N != 0)
+    call_v: Callable | None = None
+
+    def unequal(self, count: int, world: int) -> bool:
+        """Whether a case of ``count`` elements on ``world`` ranks goes to the ``_v`` method."""
+        return self.method_v is not None and count % world != 0
+
+    def route(self, count: int, world: int) -> tuple[str, Callable]:
+        """The method name and the call that run a case of ``count`` elements."""
+        if self.unequal(count, world):
+            return self.method_v, self.call_v
+        return self.method, self.call
 
 
 #: The collectives by their spec names.
@@ -196,10 +220,12 @@ COLLECTIVES: dict[str, Collective] = {
         Collective(
             "reduce_scatter", "reduce_scatter", True, False, (False, True), _scatter_layout,
             lambda b, inp, out, case: b.reduce_scatter(out, inp, case.op), _expect_reduce_scatter, blocked=True,
+            method_v="reduce_scatter_v", call_v=lambda b, inp, out, case: b.reduce_scatter_v(out, inp, case.op),
         ),
         Collective(
             "allgather", "all_gather", False, False, (False, True), _gather_layout,
             lambda b, inp, out, case: b.all_gather(out, inp), _expect_all_gather, blocked=True,
+            method_v="all_gather_v", call_v=lambda b, inp, out, case: b.all_gather_v(out, inp),
         ),
         Collective(
             "broadcast", "broadcast", False, True, (True,), _one_buffer,

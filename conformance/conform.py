@@ -12,17 +12,20 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..report import Report
-from ..spec import DTYPES, OPS, Violation
+from ..spec import ALL_OPS, DTYPES, Violation
 from ..spec.errors import CollspecError
 from . import cases as case_lists
-from . import findings, matrix, resolve, runner
+from . import findings, matrix, mpi_libs, resolve, runner
 from .collectives import COLLECTIVES
 from .launch import LAUNCHERS
 
 MODES = ("quick", "default", "full")
 MAX_WORLD = 256
-#: What becomes of a case (``finding``: a failure that is a known finding).
-STATUSES = ("pass", "fail", "finding", "unsupported", "hang", "crash", "not-run")
+#: What becomes of a case (``finding``: a failure that is a known finding;
+#: ``n/a``: unequal blocks for a class without the ``_v`` method, not applicable).
+STATUSES = ("pass", "fail", "finding", "unsupported", "n/a", "hang", "crash", "not-run")
+#: The key of each status among the report's ``stats``.
+STAT_KEYS = {status: {"n/a": "not_applicable"}.get(status, status.replace("-", "_")) for status in STATUSES}
 
 
 @dataclass
@@ -64,7 +67,7 @@ class Conformance:
         counts = self.counts()
         stats = {
             "cases": sum(counts.values()),
-            **{status.replace("-", "_"): counts[status] for status in STATUSES},
+            **{STAT_KEYS[status]: counts[status] for status in STATUSES},
             "seconds": round(self.result.seconds, 2),
             "restarts": self.result.restarts,
             "loopback_only": self.result.loopback_only,
@@ -74,7 +77,9 @@ class Conformance:
         extra = {
             "backend": self.backend.target,
             "capability": self.capability,
-            "cases": [{"case": o.case.id, "status": o.status} for o in self.outcomes if o.case is not None],
+            "cases": [{"case": o.case.id, "algorithm": o.case.algorithm, "status": o.status,
+                       **({"reason": o.note} if o.note else {})}
+                      for o in self.outcomes if o.case is not None],
         }
         return Report("conform", self.backend.text, self.violations, stats, extra)
 
@@ -107,6 +112,7 @@ def conform(
     sizes=None,
     strict: bool = False,
     device: str | None = None,
+    algorithms: list[str] | None = None,
     on_start: Callable[[int], None] = lambda cases: None,
     on_outcome: Callable[[runner.Outcome], None] = lambda outcome: None,
 ) -> Conformance:
@@ -115,13 +121,24 @@ def conform(
     Bad options raise :class:`~collspec.spec.errors.CollspecError` before
     anything starts; ``on_start`` then gets the number of cases and
     ``on_outcome`` each case's outcome as it is judged.
+
+    ``algorithms`` (MPI backends only) forces the library's algorithms by
+    name, ``["all"]`` every one (:func:`.mpi_libs.select`); each (collective,
+    algorithm) is a start of its own, so a crash or an ignored algorithm
+    stays that algorithm's. Without it the MPI backends run ``auto``.
     """
     spec = resolve.parse(backend, device)
     _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops)
+    if algorithms and spec.library is None:
+        raise CollspecError(f"--algorithm: {spec.text} has no algorithms to force; use an MPI backend "
+                            f"({', '.join(mpi_libs.LIBRARIES)})")
+    if spec.library is not None and ops is None:
+        ops = list(ALL_OPS)  # MPI has user ops: compose runs too
     chosen = select(world_size, mode, repeat, seed, collectives, dtypes, ops, sizes)
-    on_start(len(chosen))
+    groups = _groups(spec, chosen, algorithms, world_size)
+    on_start(sum(len(cases) for _, cases in groups))
     launcher = launcher or spec.launcher
-    name = spec.text if spec.text in resolve.BUILTIN else spec.target
+    name = spec.library or (spec.text if spec.text in resolve.BUILTIN else spec.target)
 
     def marked(outcome: runner.Outcome) -> runner.Outcome:
         violations = findings.mark(name, outcome.violations, strict)
@@ -131,16 +148,109 @@ def conform(
         return replace(outcome, violations=violations, status=status)
 
     outcomes: list[runner.Outcome] = []
+    results: list[runner.Result] = []
+    offset = 0
+    for variables, cases in groups:
+        mine: list[runner.Outcome] = []
 
-    def record(outcome: runner.Outcome) -> None:
-        outcomes.append(marked(outcome))
-        on_outcome(outcomes[-1])
+        def record(outcome: runner.Outcome, offset=offset, mine=mine) -> None:
+            outcome = marked(_tagged(replace(outcome, index=outcome.index + offset), cases))
+            mine.append(outcome)
+            on_outcome(outcome)
 
-    settings = runner.Settings(spec, world_size, chosen, timeout, launcher, list(launcher_args or []))
-    result = runner.run(settings, record)
+        settings = runner.Settings(spec, world_size, cases, timeout, launcher, list(launcher_args or []), variables=variables)
+        results.append(runner.run(settings, record))
+        outcomes += _ignored(spec, mine, results[-1].output)
+        offset += len(cases)
+    outcomes = _reproducible(outcomes)
     outcomes.sort(key=lambda o: (o.index, o.case is not None))
-    return Conformance(spec, world_size, mode, outcomes, result,
-                       {"mode": mode, "launcher": launcher, "seed": seed, "repeat": repeat, "timeout": timeout})
+    result = runner.Result(outcomes, sum(r.restarts for r in results), all(r.loopback_only for r in results),
+                           sum(r.seconds for r in results))
+    settings = {"mode": mode, "launcher": launcher, "seed": seed, "repeat": repeat, "timeout": timeout}
+    if spec.library is not None:
+        settings.update(library=mpi_libs.version(spec.library), algorithms=algorithms or [mpi_libs.DEFAULT])
+    return Conformance(spec, world_size, mode, outcomes, result, settings)
+
+
+def _groups(spec, chosen: list, algorithms, world: int) -> list[tuple[dict, list]]:
+    """The starts of the ranks: (variables, cases). One for a backend without
+    algorithms; else one per forced (collective, algorithm), with the cases
+    that algorithm's MPI function runs, and the ``auto`` cases together."""
+    if spec.library is None:
+        return [({}, chosen)]
+    collectives = list(dict.fromkeys(c.collective for c in chosen))
+    plan = mpi_libs.select(spec.library, collectives, algorithms)
+    auto = [replace(c, algorithm=mpi_libs.DEFAULT) for c in chosen if mpi_libs.DEFAULT in plan.get(c.collective, ())]
+    groups = [({}, auto)] if auto else []
+    for collective, names in plan.items():
+        for algorithm in names:
+            function, _ = mpi_libs.split(collective, algorithm)
+            if function is None:
+                continue
+            cases = [replace(c, algorithm=algorithm) for c in chosen if c.collective == collective
+                     and mpi_libs.function_of(collective, c.count, world) == function]
+            if cases:
+                groups.append((mpi_libs.force(spec.library, collective, algorithm), cases))
+    return groups
+
+
+def _tagged(outcome: runner.Outcome, cases: list) -> runner.Outcome:
+    """A set-up failure of a start that forces an algorithm names that algorithm."""
+    forced = {c.algorithm for c in cases} - {None, mpi_libs.DEFAULT}
+    if outcome.case is not None or not forced:
+        return outcome
+    algorithm, collective = forced.pop(), cases[0].collective
+    return replace(outcome, violations=[
+        replace(v, message=f"{collective}/alg={algorithm}: {v.message}",
+                details={**v.details, "collective": collective, "algorithm": algorithm}) for v in outcome.violations])
+
+
+def _ignored(spec, outcomes: list[runner.Outcome], output: str) -> list[runner.Outcome]:
+    """If the library said it ignored the forced algorithm, every case of that
+    start is ``unsupported`` with its message: never a pass of its default."""
+    if spec.library is None:
+        return outcomes
+    import re
+
+    said = re.search(mpi_libs.library(spec.library).ignored, output)
+    if said is None or all(o.case is None or o.case.algorithm == mpi_libs.DEFAULT for o in outcomes):
+        return outcomes
+    line = " ".join(output[max(0, output.rfind("\n", 0, said.start()) + 1):].split("\n")[:6]).strip()
+    reason = " ".join(line.split())[:300]
+    out = []
+    for outcome in outcomes:
+        if outcome.case is None or outcome.status in ("not-run",):
+            out.append(outcome)
+            continue
+        case = outcome.case
+        violation = Violation("unsupported", f"{case.id}: the library ignored alg={case.algorithm}: {reason}",
+                              severity="warning",
+                              details={"case": case.id, "collective": case.collective, "algorithm": case.algorithm,
+                                       "dtype": case.dtype, "op": case.op, "ranks": [], "reason": reason})
+        out.append(replace(outcome, status="unsupported", violations=[violation]))
+    return out
+
+
+def _reproducible(outcomes: list[runner.Outcome]) -> list[runner.Outcome]:
+    """Call k > 0 of a case (``--repeat``) must leave the same bits as call 0:
+    else a ``not-reproducible`` warning on that call."""
+    first = {o.case.id: o.digest for o in outcomes if o.case is not None and o.case.call == 0 and o.digest}
+    out = []
+    for outcome in outcomes:
+        case = outcome.case
+        if case is not None and case.call and outcome.digest:
+            base = replace(case, call=0).id
+            if base in first and first[base] != outcome.digest:
+                violation = Violation(
+                    "not-reproducible",
+                    f"{case.id}: the same inputs gave different bits than call 0 ({base})",
+                    severity="warning",
+                    details={"case": case.id, "collective": case.collective, "algorithm": case.algorithm,
+                             "dtype": case.dtype, "op": case.op, "size": case.count, "ranks": [], "first": base},
+                )
+                outcome = replace(outcome, violations=[*outcome.violations, violation])
+        out.append(outcome)
+    return out
 
 
 def _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops) -> None:
@@ -152,7 +262,7 @@ def _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops
         raise CollspecError(f"--launcher {launcher}: use one of {', '.join(LAUNCHERS)}")
     if spec.launcher == "mpiexec" and launcher not in (None, "mpiexec"):
         raise CollspecError(f"--backend {spec.text} runs under mpiexec; drop --launcher {launcher}")
-    for values, allowed, what in ((collectives, COLLECTIVES, "collective"), (dtypes, DTYPES, "dtype"), (ops, OPS, "op")):
+    for values, allowed, what in ((collectives, COLLECTIVES, "collective"), (dtypes, DTYPES, "dtype"), (ops, ALL_OPS, "op")):
         for value in values or ():
             if value not in allowed:
                 raise CollspecError(f"unknown {what} {value!r}; use one of {', '.join(allowed)}")

@@ -20,6 +20,11 @@ origin    data movement       ``1 + r + N * ((g + offset) mod M)``, g the elemen
                               few elements') values coincide
 rounding  float sum, avg      uniform in [-1, 1): sums round, so the error bound
                               and bit-identical ranks are what is tested
+maps      compose             a random affine map ``x -> a*x + b`` (a = 1 mod 4:
+                              no map loses information, and no composition has
+                              the all-ones bits of the unsigned sentinel); two
+                              ranks' maps almost never commute, so operands out
+                              of rank order show
 ========  ==================  ==================================================
 
 Every pattern except ``rounding`` keeps every partial sum (or product)
@@ -181,8 +186,18 @@ def rounding_row(dtype: str, ranks: int, rank: int, count: int, seed: int) -> np
     return rng.uniform(-1.0, 1.0, size=count).astype(as_dtype(dtype))
 
 
+def maps_row(dtype: str, ranks: int, rank: int, count: int, seed: int) -> np.ndarray:
+    """Random invertible affine maps in compose's element layout (:mod:`collspec.spec.ops`)."""
+    dt = as_dtype(dtype)
+    unsigned, half = np.dtype(f"u{dt.itemsize}"), 4 * dt.itemsize
+    rng = _rng(seed, f"maps/{dtype}/{ranks}", rank)
+    a = rng.integers(0, 1 << (half - 2), size=count, dtype=np.uint64) * np.uint64(4) + np.uint64(1)
+    b = rng.integers(0, 1 << half, size=count, dtype=np.uint64)
+    return ((a << np.uint64(half)) | b).astype(unsigned).view(dt)
+
+
 #: Reducing patterns by name: (dtype, ranks, rank, count, seed) -> row.
-ROWS = {"tally": tally_row, "powers": powers_row, "spread": spread_row, "rounding": rounding_row}
+ROWS = {"tally": tally_row, "powers": powers_row, "spread": spread_row, "rounding": rounding_row, "maps": maps_row}
 
 #: The pattern each op is checked with (``rounding`` is an extra case for floats).
-PATTERN_FOR_OP = {"sum": "tally", "avg": "spread", "prod": "powers", "min": "spread", "max": "spread"}
+PATTERN_FOR_OP = {"sum": "tally", "avg": "spread", "prod": "powers", "min": "spread", "max": "spread", "compose": "maps"}

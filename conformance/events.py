@@ -10,8 +10,8 @@ event      meaning
 =========  ==========================================================
 ready      set up: process group initialised, backend instantiated
 start      case ``case`` begins
-done       case ``case`` ended with ``status`` ok, unsupported or error
-           (``reason`` says why); for ok its buffers are in
+done       case ``case`` ended with ``status`` ok, unsupported, n/a or
+           error (``reason`` says why: :mod:`.rank`); for ok its buffers are in
            :func:`buffers_path`, for a timing run ``seconds`` is the time
            of one call
 finished   every case ran; the process is about to exit

@@ -38,7 +38,8 @@ def main(argv: list[str]) -> int:
     rank, world = int(_first(RANK_VARIABLES)), int(_first(SIZE_VARIABLES))
     die_with_parent()
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=_first(LOCAL_VARIABLES, str(rank)))
-    store_fd = os.environ.get("COLLSPEC_STORE_FD")
+    # hydra (MPICH, Intel MPI) hands each rank its PMI connection as an open descriptor
+    inherited = tuple(int(os.environ[name]) for name in ("COLLSPEC_STORE_FD", "PMI_FD") if os.environ.get(name, "").isdigit())
     with open(os.path.join(launch_dir, f"rank{rank}.log"), "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "collspec.conformance.rank", plan, launch_dir, start],
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            pass_fds=(int(store_fd),) if store_fd else (),
+            pass_fds=inherited,
         )
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda received, _frame: child.send_signal(received))

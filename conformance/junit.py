@@ -1,8 +1,9 @@
 """The JUnit XML report (``--junit``), for CI systems that read it.
 
 One ``testsuite`` per collective, one ``testcase`` per case: a wrong result
-is a ``failure`` (with the violation kind as its type), a hang or crash an
-``error``, an unsupported or not-run case ``skipped`` (never a pass); a
+is a ``failure`` (with the violation kind as its type), a hang or crash (a
+backend that raised included) an ``error``, an unsupported, not applicable
+(``n/a``, with the reason) or not-run case ``skipped`` (never a pass); a
 known finding passes with its note in ``system-out``. The file is written
 atomically.
 """
@@ -31,6 +32,8 @@ def document(conformance) -> ElementTree.Element:
             ElementTree.SubElement(case, "error", type=first.kind, message=first.message).text = "\n".join(
                 [str(first), *first.details.get("log", [])]
             )
+        elif outcome.status == "n/a":
+            ElementTree.SubElement(case, "skipped", type="n/a", message=f"not applicable: {outcome.note}")
         elif outcome.status in ("unsupported", "not-run"):
             ElementTree.SubElement(case, "skipped", message=first.message if first else "not run")
         elif outcome.status == "finding":

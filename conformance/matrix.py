@@ -7,10 +7,13 @@ mode, dtype, op), over sizes, roots, input patterns and seeds:
 status      symbol meaning
 =========== ====== ==============================================================
 pass        ✓      every case passed
+equal-only  =      every case with equal blocks passed; unequal blocks are not
+                   applicable (``n/a``: the class has no ``_v`` method)
 partial     ½      some cases unsupported (e.g. only for unequal blocks), the rest passed
 unsupported −      the backend refused every case (never counted as a pass)
+n/a         ∅      every case not applicable (never counted as a pass)
 finding     !      a known disagreement with the spec (:mod:`.findings`)
-fail        ✗      a check failed, a rank hung or crashed
+fail        ✗      a check failed, a rank hung, crashed or raised
 not-run     ·      not reached (after repeated hangs or crashes)
 =========== ====== ==============================================================
 
@@ -20,6 +23,8 @@ unsupported".
 
 >>> cell({"sum": "pass", "prod": "pass", "min": "pass", "max": "pass", "avg": "unsupported"})
 '✓ avg−'
+>>> fold({"pass", "n/a"}), fold({"n/a"}), fold({"pass", "n/a", "crash"})
+('equal-only', 'n/a', 'fail')
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from collections import Counter
 
 from ..spec import DTYPES
 
-SYMBOLS = {"pass": "✓", "partial": "½", "unsupported": "−", "finding": "!", "fail": "✗", "not-run": "·"}
-ORDER = ("fail", "finding", "partial", "unsupported", "pass", "not-run")
+SYMBOLS = {"pass": "✓", "equal-only": "=", "partial": "½", "unsupported": "−", "n/a": "∅", "finding": "!", "fail": "✗",
+           "not-run": "·"}
+ORDER = ("fail", "finding", "partial", "unsupported", "equal-only", "pass", "n/a", "not-run")
 
 
 def fold(statuses: set[str]) -> str:
@@ -40,18 +46,28 @@ def fold(statuses: set[str]) -> str:
         return "finding"
     if "unsupported" in statuses:
         return "partial" if "pass" in statuses else "unsupported"
-    return "pass" if "pass" in statuses else "not-run"
+    if "pass" in statuses:
+        return "equal-only" if "n/a" in statuses else "pass"
+    return "n/a" if "n/a" in statuses else "not-run"
+
+
+def label(case) -> str:
+    """A row's name: the collective, and the MPI algorithm when the case forces one."""
+    return case.collective if case.algorithm is None else f"{case.collective} alg={case.algorithm}"
 
 
 def capability(outcomes) -> dict:
-    """``{collective: {mode: {dtype: {op: status}}}}``; op is "-" for collectives that do not reduce."""
+    """``{collective: {mode: {dtype: {op: status}}}}``; op is "-" for collectives that do not reduce.
+
+    The collective key carries the algorithm (:func:`label`): one row per algorithm.
+    """
     seen: dict = {}
     for outcome in outcomes:
         case = outcome.case
         if case is None:
             continue
         mode = "in place" if case.inplace else "out of place"
-        cell = seen.setdefault(case.collective, {}).setdefault(mode, {}).setdefault(case.dtype, {})
+        cell = seen.setdefault(label(case), {}).setdefault(mode, {}).setdefault(case.dtype, {})
         cell.setdefault(case.op or "-", set()).add(outcome.status)
     return {
         collective: {

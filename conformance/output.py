@@ -61,7 +61,7 @@ def summary_table(outcomes) -> str:
     per: dict[str, Counter] = {}
     for outcome in outcomes:
         if outcome.case is not None:
-            per.setdefault(outcome.case.collective, Counter())[outcome.status] += 1
+            per.setdefault(matrix.label(outcome.case), Counter())[outcome.status] += 1
     total = sum(per.values(), Counter())
     rows = [["collective", "cases", *STATUSES]]
     for name, counts in [*per.items(), ("total", total)]:
@@ -84,6 +84,13 @@ def print_summary(conformance, stream=None, limit: int = 20) -> None:
         print(f"  ... and {len(errors) - limit} more errors (use --json for all of them)", file=stream)
     for (kind, collective, _), (count, note) in _grouped([v for v in report.violations if not v.is_error]).items():
         print(f"  {count} x {kind} {collective}: {note}", file=stream)
+    not_applicable: dict[tuple, list] = {}
+    for outcome in conformance.outcomes:
+        if outcome.status == "n/a":
+            key = (outcome.case.collective, re.sub(r"\d+", "#", outcome.note))
+            not_applicable.setdefault(key, [0, outcome.note])[0] += 1
+    for (collective, _), (count, note) in not_applicable.items():
+        print(f"  {count} x n/a {collective}: {note}", file=stream)
     verdict = "ok" if report.ok else "FAILED"
     print(f"conform {conformance.backend.text}: {verdict} ({len(errors)} errors; {conformance.summary()})", file=stream)
 

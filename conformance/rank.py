@@ -10,11 +10,22 @@ the local launcher instead names a store on 127.0.0.1 (``COLLSPEC_STORE``)
 that rank 0 serves on a socket the coordinator bound (``COLLSPEC_STORE_FD``).
 
 Then, from case START on: build the guarded buffers (:mod:`.buffers`), call
-the backend, save every buffer's bits for the coordinator to judge, and meet
-the other ranks at a barrier on a separate gloo group, so that one case
-never bleeds into the next. A NotImplementedError or TypeError, or a missing
-method, is ``unsupported``; any other exception ends the process (its state
-is unknown) and the coordinator reports a ``crash``.
+the backend (the method :meth:`~.collectives.Collective.route` names: unequal
+blocks go to the ``_v`` methods), save every buffer's bits for the
+coordinator to judge, and meet the other ranks at a barrier on a separate
+gloo group, so that one case never bleeds into the next. Every case ends
+with one ``done`` event per rank:
+
+- ``ok``: the call returned;
+- ``unsupported``: the method is missing, or raised NotImplementedError or
+  TypeError;
+- ``n/a``: unequal blocks and the class has no ``_v`` method for them;
+- ``error``: any other exception, with its text (the traceback goes to the
+  rank's log). The rank then goes on to the barrier and the next case like
+  the others: the coordinator fails the case and, when every rank got this
+  far, restarts nothing. A peer left waiting in the collective for the rank
+  that raised never reaches the barrier; the coordinator's deadline ends
+  that (see :mod:`.runner`).
 """
 
 from __future__ import annotations
@@ -54,8 +65,7 @@ def main(argv: list[str]) -> int:
         return 1
     emit("ready", pid=os.getpid())
     run = _time_cases if plan.get("timing") else _check_cases
-    if not run(backend, plan, start, rank, world, launch_dir, emit, lambda: dist.barrier(group=harness)):
-        return 3
+    run(backend, plan, start, rank, world, launch_dir, emit, lambda: dist.barrier(group=harness))
     emit("finished")
     dist.destroy_process_group()
     return 0
@@ -110,8 +120,19 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _check_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) -> bool:
-    """Run cases START.. and save their buffers; False if the backend raised an error."""
+def _method(backend, collective, case, world: int):
+    """The backend call that runs ``case``, or (None, status, reason) when there is none."""
+    name, call = collective.route(case.count, world)
+    if callable(getattr(backend, name, None)):
+        return call, None, None
+    if name != collective.method:
+        return None, "n/a", (f"a count of {case.count} does not split evenly over {world} ranks: unequal blocks go to "
+                             f"{name}, which the backend does not define")
+    return None, "unsupported", f"the backend has no {name} method"
+
+
+def _check_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) -> None:
+    """Run cases START.. and save their buffers (see the module text)."""
     from .cases import Case
     from .collectives import COLLECTIVES
     from .tensors import to_numpy
@@ -119,32 +140,24 @@ def _check_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) -
     for index in range(start, len(plan["cases"])):
         case = Case.from_json(plan["cases"][index])
         emit("start", case=index)
-        collective = COLLECTIVES[case.collective]
-        if not callable(getattr(backend, collective.method, None)):
-            emit("done", case=index, status="unsupported", reason=f"the backend has no {collective.method} method")
+        call, status, reason = _method(backend, COLLECTIVES[case.collective], case, world)
+        if call is None:
+            emit("done", case=index, status=status, reason=reason)
             barrier()
             continue
         layout, tensors, input_view, output_view = _prepare(case, world, rank, plan["device"])
-        try:
-            collective.call(backend, input_view, output_view, case)
-            _sync(plan["device"])
-        except (NotImplementedError, TypeError) as error:
-            emit("done", case=index, status="unsupported", reason=_describe(error))
-            barrier()
-            continue
-        except Exception as error:  # the backend's own failure: report it and stop
-            traceback.print_exc()
-            emit("done", case=index, status="error", reason=_describe(error))
-            return False
-        with open(events.buffers_path(launch_dir, index, rank), "wb") as handle:
-            for name in layout.storages:
-                handle.write(to_numpy(tensors[name]).tobytes())
-        emit("done", case=index, status="ok")
+        failure = _attempt(lambda: call(backend, input_view, output_view, case), plan)
+        if failure is None:
+            with open(events.buffers_path(launch_dir, index, rank), "wb") as handle:
+                for name in layout.storages:
+                    handle.write(to_numpy(tensors[name]).tobytes())
+            emit("done", case=index, status="ok")
+        else:
+            emit("done", case=index, status=failure[0], reason=failure[1])
         barrier()
-    return True
 
 
-def _time_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) -> bool:
+def _time_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) -> None:
     """Time ``iters`` back-to-back calls of every case after ``warmup`` calls (nccl-tests' loop)."""
     from .cases import Case
     from .collectives import COLLECTIVES
@@ -153,33 +166,39 @@ def _time_cases(backend, plan, start, rank, world, launch_dir, emit, barrier) ->
     for index in range(start, len(plan["cases"])):
         case = Case.from_json(plan["cases"][index])
         emit("start", case=index)
-        collective = COLLECTIVES[case.collective]
-        _, _, input_view, output_view = _prepare(case, world, rank, plan["device"])
-
-        def call():
-            collective.call(backend, input_view, output_view, case)
-
-        try:
-            for _ in range(timing["warmup"]):
-                call()
-            _sync(plan["device"])
-            barrier()
-            began = time.perf_counter()
-            for _ in range(timing["iters"]):
-                call()
-            _sync(plan["device"])
-            seconds = (time.perf_counter() - began) / timing["iters"]
-        except (NotImplementedError, TypeError) as error:
-            emit("done", case=index, status="unsupported", reason=_describe(error))
+        run, status, reason = _method(backend, COLLECTIVES[case.collective], case, world)
+        if run is None:
+            emit("done", case=index, status=status, reason=reason)
             barrier()
             continue
-        except Exception as error:
-            traceback.print_exc()
-            emit("done", case=index, status="error", reason=_describe(error))
-            return False
-        emit("done", case=index, status="ok", seconds=seconds)
+        _, _, input_view, output_view = _prepare(case, world, rank, plan["device"])
+        # two barriers per case on every rank, whatever happens, so that the ranks stay in step
+        failure = _attempt(lambda: [run(backend, input_view, output_view, case) for _ in range(timing["warmup"])], plan)
         barrier()
-    return True
+        began = time.perf_counter()
+        failure = failure or _attempt(lambda: [run(backend, input_view, output_view, case) for _ in range(timing["iters"])], plan)
+        seconds = (time.perf_counter() - began) / timing["iters"]
+        if failure:
+            emit("done", case=index, status=failure[0], reason=failure[1])
+        else:
+            emit("done", case=index, status="ok", seconds=seconds)
+        barrier()
+
+
+def _attempt(calls, plan) -> tuple[str, str] | None:
+    """Run ``calls``; None if they returned, else (status, reason) as in the module text.
+
+    Any exception but NotImplementedError and TypeError is the backend's own
+    failure: this case fails and the run goes on."""
+    try:
+        calls()
+        _sync(plan["device"])
+    except (NotImplementedError, TypeError) as error:
+        return "unsupported", _describe(error)
+    except Exception as error:
+        traceback.print_exc()
+        return "error", _describe(error)
+    return None
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ class Reference:
     def all_gather(self, output, input) -> None:
         self._write(output, spec.all_gather_v(self._everyone(input))[self.rank])
 
+    # the spec's _v forms take any per-rank counts, equal ones included
+    reduce_scatter_v = reduce_scatter
+    all_gather_v = all_gather
+
     def broadcast(self, tensor, root: int) -> None:
         self._write(tensor, spec.broadcast(self._everyone(tensor), root)[self.rank])
 

@@ -33,6 +33,9 @@ BUILTIN: dict[str, str] = {
     "gloo": "collspec.conformance.torch_backend:Gloo",
     "nccl": "collspec.conformance.torch_backend:Nccl",
     "mpi": "collspec.conformance.mpi_backend:Mpi",
+    "openmpi": "collspec.conformance.mpi_backend:Mpi",
+    "mpich": "collspec.conformance.mpi_backend:Mpi",
+    "intelmpi": "collspec.conformance.mpi_backend:Mpi",
     "ring": "collspec.impl.backends:Ring",
     "shm": "collspec.impl.backends:SharedMemory",
     "recursive-doubling": "collspec.impl.backends:RecursiveDoubling",
@@ -43,7 +46,9 @@ BUILTIN: dict[str, str] = {
 }
 
 #: Built-ins that need a launcher or device of their own.
-LAUNCHER = {"mpi": "mpiexec"}
+LAUNCHER = {"mpi": "mpiexec", "openmpi": "mpiexec", "mpich": "mpiexec", "intelmpi": "mpiexec"}
+#: The MPI library each MPI backend runs (:mod:`.mpi_libs`); ``mpi`` is Open MPI's alias.
+LIBRARY = {"mpi": "openmpi", "openmpi": "openmpi", "mpich": "mpich", "intelmpi": "intelmpi"}
 DEVICE = {"nccl": "cuda", "gloo": "cpu", "reference": "cpu"}
 DEVICES = ("cpu", "cuda")
 
@@ -56,6 +61,7 @@ class BackendSpec:
     target: str
     device: str = "cpu"
     launcher: str = "local"
+    library: str | None = None  # the MPI library, for the MPI backends
 
     @property
     def name(self) -> str:
@@ -76,7 +82,7 @@ def parse(text: str, device: str | None = None) -> BackendSpec:
         raise CollspecError(f"--device {device}: use one of {', '.join(DEVICES)}")
     if spec.text in DEVICE or spec.text in LAUNCHER:
         raise CollspecError(f"--backend {spec.text} runs on {spec.device} only; drop --device {device}")
-    return BackendSpec(spec.text, spec.target, device, spec.launcher)
+    return BackendSpec(spec.text, spec.target, device, spec.launcher, spec.library)
 
 
 def _parse(text: str) -> BackendSpec:
@@ -86,7 +92,7 @@ def _parse(text: str) -> BackendSpec:
         module, _, name = target.partition(":")
         if not module.startswith("collspec.conformance."):
             _require_defined(text, module, name, builtin=True)
-        return BackendSpec(text, target, DEVICE.get(text, "cpu"), LAUNCHER.get(text, "local"))
+        return BackendSpec(text, target, DEVICE.get(text, "cpu"), LAUNCHER.get(text, "local"), LIBRARY.get(text))
     where, colon, name = text.rpartition(":")
     if not colon or not where or not name.isidentifier():
         raise CollspecError(

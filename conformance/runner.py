@@ -4,14 +4,26 @@ The ranks run the plan's cases back to back; the coordinator follows their
 events (:mod:`.events`) and judges each case (:mod:`.checks`) as soon as
 every rank has finished it, so checking overlaps running.
 
+A case every rank finished is judged and the run goes on, with no restart:
+
+- a rank whose backend raised (anything but NotImplementedError and
+  TypeError) fails the case as a ``crash`` naming the exception and every
+  rank that raised it; the others' buffers are not judged;
+- ``unsupported`` on any rank makes the case ``unsupported``;
+- ``n/a``: unequal blocks for a class without the ``_v`` method (the same
+  on every rank): not applicable to this backend, neither a pass nor a
+  failure;
+- else the buffers are judged: ``pass`` or ``fail``.
+
 Every case has a deadline: ``timeout`` seconds after the previous case
 finished on every rank (after set-up for the first). Past it the case is a
-``hang`` naming the ranks that did not finish. A rank that dies is a
-``crash`` naming it and its exit code or signal; one whose backend raised an
-error is a ``crash`` too, with the exception. After either, every process of
-the run is killed (:mod:`.procs`) and the ranks are started afresh from the
-next case, at most :data:`MAX_RESTARTS` times; cases after that are reported
-``not-run``. A failure during set-up (the backend cannot be loaded, its
+``hang`` naming the ranks that did not finish, or, when some rank raised
+(its peers then wait in the collective for it), a ``crash`` naming the
+ranks that raised and the ones left waiting. A rank that dies is a
+``crash`` naming it and its exit code or signal. Only after a hang or a
+death, every process of the run is killed (:mod:`.procs`) and the ranks are
+started afresh from the next case, at most :data:`MAX_RESTARTS` times; cases
+after that are reported ``not-run``. A failure during set-up (the backend cannot be loaded, its
 constructor raises, a rank never gets ready) ends the run: loading errors are
 bad input (exit 2), the others a ``crash`` or ``hang`` with every case
 ``not-run``.
@@ -19,6 +31,7 @@ bad input (exit 2), the others a ``crash`` or ``hang`` with every case
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -46,13 +59,16 @@ SETUP_TIMEOUT = 180.0
 
 @dataclass
 class Outcome:
-    """What became of one case: ``pass``, ``fail``, ``unsupported``, ``hang``, ``crash`` or ``not-run``."""
+    """What became of one case: ``pass``, ``fail``, ``unsupported``, ``n/a``, ``hang``, ``crash`` or
+    ``not-run``; ``note`` says why a case is ``n/a``."""
 
     index: int
     case: Case | None
     status: str
     violations: list[Violation] = field(default_factory=list)
     seconds: float | None = None
+    note: str = ""
+    digest: str | None = None  # a hash of every rank's buffers after the call (bit-reproducibility)
 
 
 @dataclass
@@ -64,6 +80,7 @@ class Settings:
     launcher: str
     launcher_args: list[str] = field(default_factory=list)
     timing: dict | None = None
+    variables: dict[str, str] = field(default_factory=dict)  # set for every rank (a forced MPI algorithm)
 
 
 @dataclass
@@ -72,6 +89,7 @@ class Result:
     restarts: int
     loopback_only: bool
     seconds: float
+    output: str = ""  # what the launcher and the ranks printed (the start of each log)
 
 
 class _SetupFailed(Exception):
@@ -98,7 +116,8 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
         while position < len(settings.cases):
             launch_dir = os.path.join(run_dir, f"launch{restarts}")
             os.mkdir(launch_dir)
-            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id, settings.launcher_args)
+            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id,
+                                   settings.launcher_args, settings.backend.library, settings.variables)
             loopback_only = loopback_only and started.loopback_only
             try:
                 position, failed = _watch(settings, started, launch_dir, position, record)
@@ -112,12 +131,27 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
             restarts += 1
     finally:
         kill_tagged(run_id)
+        output = _output(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
     judged = {o.index for o in outcomes if o.case is not None}
     for index, case in enumerate(settings.cases):
         if index not in judged:
             record(Outcome(index, case, "not-run"))
-    return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only, time.monotonic() - began)
+    return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only,
+                  time.monotonic() - began, output)
+
+
+def _output(run_dir: str, limit: int = 16384) -> str:
+    """The first ``limit`` bytes of every log of the run (launcher and ranks, every start)."""
+    parts = []
+    for root, _, files in sorted(os.walk(run_dir)):
+        for name in sorted(f for f in files if f.endswith(".log")):
+            try:
+                with open(os.path.join(root, name), "rb") as handle:
+                    parts.append(handle.read(limit).decode(errors="replace"))
+            except OSError:
+                continue
+    return "\n".join(parts)
 
 
 def _write_plan(run_dir: str, settings: Settings) -> str:
@@ -168,12 +202,9 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
             elif kind == "exit":
                 exits[rank] = event
         while current < len(cases) and len(done.get(current, {})) == world:
-            outcome = _complete(settings, launch_dir, current, done.pop(current))
-            record(outcome)
+            record(_complete(settings, launch_dir, current, done.pop(current)))
             current += 1
             deadline = time.monotonic() + settings.timeout
-            if outcome.status == "crash":
-                return current, True
         if current >= len(cases):
             return current, False
         dead = _dead(exits, gone)
@@ -188,7 +219,8 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
                 missing = sorted(set(range(world)) - ready)
                 raise _SetupFailed(Violation("hang", f"set-up: rank(s) {_list(missing)} did not get ready within {SETUP_TIMEOUT:.0f} s",
                                              details={"ranks": missing, "phase": "setup"}))
-            record(Outcome(current, cases[current], "hang", [_hang(settings, current, done.get(current, {}))]))
+            violation = _hang(settings, current, done.get(current, {}))
+            record(Outcome(current, cases[current], violation.kind, [violation]))
             return current + 1, True
         pause = 0.001 if news else min(pause * 2, 0.02)
         time.sleep(pause)
@@ -232,10 +264,8 @@ def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, ph
     case = settings.cases[index] if phase is None else None
     first = next(iter(dead))
     where = "during set-up" if case is None else f"during {case.id}"
-    unfinished = sorted(r for r in range(settings.world) if finished.get(r, {}).get("status") not in ("ok", "unsupported"))
+    unfinished = sorted(r for r in range(settings.world) if r not in finished)
     text = f"rank {first} died ({dead[first]}) {where}" if first >= 0 else f"{dead[first]} {where}"
-    if finished.get(first, {}).get("status") == "error":
-        text = f"rank {first} raised {finished[first]['reason']} {where}, and exited"
     if len(dead) > 1:
         text += f"; then rank(s) {_list(r for r in dead if r != first)} ended too"
     return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})",
@@ -244,8 +274,18 @@ def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, ph
 
 
 def _hang(settings: Settings, index: int, finished: dict) -> Violation:
+    """A ``hang``; or a ``crash`` when some rank raised and left its peers waiting."""
     case = settings.cases[index]
     missing = sorted(set(range(settings.world)) - set(finished))
+    raised = sorted(r for r, event in finished.items() if event["status"] == "error")
+    if raised:
+        reason = finished[raised[0]]["reason"]
+        return Violation(
+            "crash",
+            f"{case.id}: rank(s) {_list(raised)} raised {reason}; rank(s) {_list(missing)} did not finish within "
+            f"{settings.timeout:g} s (waiting in the collective for them)",
+            details={**_case_details(case), "ranks": raised, "reason": reason, "waiting": missing, "timeout": settings.timeout},
+        )
     return Violation(
         "hang",
         f"{case.id}: rank(s) {_list(missing)} did not finish within {settings.timeout:g} s"
@@ -260,20 +300,35 @@ def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, 
     for status, kind in (("error", "crash"), ("unsupported", "unsupported")):
         ranks = sorted(r for r, event in dones.items() if event["status"] == status)
         if ranks:
+            _discard_buffers(launch_dir, index, dones)
             reason = dones[ranks[0]]["reason"]
-            verb = "raised" if status == "error" else "does not support it"
+            verb = "raised" if status == "error" else "does not support it:"
             violation = Violation(
                 kind,
-                f"{case.id}: rank(s) {_list(ranks)} {verb}: {reason}",
+                f"{case.id}: rank(s) {_list(ranks)} {verb} {reason}",
                 severity="error" if status == "error" else "warning",
                 details={**_case_details(case), "ranks": ranks, "reason": reason},
             )
             return Outcome(index, case, kind, [violation])
+    if any(event["status"] == "n/a" for event in dones.values()):
+        _discard_buffers(launch_dir, index, dones)
+        return Outcome(index, case, "n/a", note=next(e["reason"] for e in dones.values() if e["status"] == "n/a"))
     if settings.timing is not None:
         return Outcome(index, case, "pass", seconds=max(event["seconds"] for event in dones.values()))
     finals = [_read_buffers(launch_dir, case, settings.world, rank, index) for rank in range(settings.world)]
     violations = judge(case, settings.world, finals)
-    return Outcome(index, case, "fail" if violations else "pass", violations)
+    digest = hashlib.sha256(b"".join(image.tobytes() for final in finals for image in final.values())).hexdigest()
+    return Outcome(index, case, "fail" if violations else "pass", violations, digest=digest)
+
+
+def _discard_buffers(launch_dir: str, index: int, dones: dict[int, dict]) -> None:
+    """Remove the buffers of the ranks that returned, for a case that is not judged."""
+    for rank, event in dones.items():
+        if event["status"] == "ok":
+            try:
+                os.unlink(events.buffers_path(launch_dir, index, rank))
+            except FileNotFoundError:
+                pass
 
 
 def _read_buffers(launch_dir: str, case: Case, world: int, rank: int, index: int) -> dict[str, np.ndarray]:

@@ -6,9 +6,12 @@ refusals it recognises (:data:`REFUSALS`) into NotImplementedError, so they
 are reported ``unsupported`` with torch's own message, and lets every other
 error through (reported as a ``crash``).
 
-Unequal blocks (reduce-scatter and all-gather of a count N does not divide)
-go through the list forms of the API, after the ranks exchange their block
-sizes, since each rank only knows its own.
+``reduce_scatter`` and ``all_gather`` take equal blocks, as the protocol
+promises (``reduce_scatter_tensor``, ``all_gather_into_tensor``). Unequal
+blocks (``reduce_scatter_v``, ``all_gather_v``) go through the list forms of
+the API, after the ranks exchange their block sizes, since each rank only
+knows its own. gloo refuses unequal all-gather blocks (reported
+``unsupported``); nccl takes them.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ class TorchDistributed:
 
         self.torch, self.dist = torch, dist
         self.rank, self.world_size = rank, world_size
-        self.ops = {
+        self.ops = _Ops({
             "sum": dist.ReduceOp.SUM,
             "prod": dist.ReduceOp.PRODUCT,
             "min": dist.ReduceOp.MIN,
             "max": dist.ReduceOp.MAX,
             "avg": dist.ReduceOp.AVG,
-        }
+        })
         self._reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         self._all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
@@ -57,17 +60,17 @@ class TorchDistributed:
         self._call(self.dist.all_reduce, tensor, op=self.ops[op])
 
     def reduce_scatter(self, output, input, op: str = "sum") -> None:
-        if input.numel() == output.numel() * self.world_size:
-            self._call(self._reduce_scatter, output, input, op=self.ops[op])
-        else:
-            blocks = list(input.split(self._block_sizes(output.numel(), input.device)))
-            self._call(self.dist.reduce_scatter, output, blocks, op=self.ops[op])
+        self._call(self._reduce_scatter, output, input, op=self.ops[op])
+
+    def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
+        blocks = list(input.split(self._block_sizes(output.numel(), input.device)))
+        self._call(self.dist.reduce_scatter, output, blocks, op=self.ops[op])
 
     def all_gather(self, output, input) -> None:
-        if output.numel() == input.numel() * self.world_size:
-            self._call(self._all_gather, output, input)
-        else:
-            self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel(), input.device))), input)
+        self._call(self._all_gather, output, input)
+
+    def all_gather_v(self, output, input) -> None:
+        self._call(self.dist.all_gather, list(output.split(self._block_sizes(input.numel(), input.device))), input)
 
     def broadcast(self, tensor, root: int) -> None:
         self._call(self.dist.broadcast, tensor, src=root)
@@ -85,3 +88,11 @@ class Gloo(TorchDistributed):
 
 class Nccl(TorchDistributed):
     """torch.distributed with the nccl process group, tensors on the rank's GPU."""
+
+
+class _Ops(dict):
+    """torch's reduce ops by spec name; an op torch lacks (compose: torch.distributed
+    has no non-commutative or user op) is a refusal."""
+
+    def __missing__(self, op: str):
+        raise NotImplementedError(f"torch.distributed has no {op} operation (no user-defined or non-commutative ops)")

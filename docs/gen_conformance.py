@@ -2,12 +2,13 @@
 
     .venv/bin/python docs/gen_conformance.py
 
-runs ``collspec conform --quick --world-size 4`` on gloo, on MPI (Open MPI
-under mpiexec) and on collspec's own implementations (impl/: the ring
+runs ``collspec conform --quick --world-size 4`` on gloo and on collspec's
+own implementations (impl/: the ring
 schedule executor, direct exchange and the shared-memory kernel) and writes
 what they support, what they refuse, and where they disagree with the spec.
 ``tests/test_conformance_backends.py`` runs the same commands and fails when
-a matrix no longer matches this file.
+a matrix no longer matches this file. The MPI libraries, algorithm by
+algorithm, are in docs/mpi.md (docs/gen_mpi.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BACKENDS = ("gloo", "mpi", "ring", "direct", "shm")
+BACKENDS = ("gloo", "ring", "direct", "shm")
 WORLD = 4
 
 
@@ -50,6 +51,17 @@ def _numbers(text: str) -> str:
     return re.sub(r"(?<![\w.])[0-9]+(?![\w.])", "N", text)
 
 
+def _not_applicable(result) -> list[tuple[str, int, str]]:
+    counts, first = Counter(), {}
+    for outcome in result.outcomes:
+        if outcome.status == "n/a":
+            method = outcome.note.split(" go to ")[1].split(",")[0]
+            key = f"{outcome.case.collective}: no {method}"
+            counts[key] += 1
+            first.setdefault(key, outcome.case.id)
+    return [(k, n, first[k]) for k, n in counts.items()]
+
+
 def section(backend: str, result) -> str:
     report = result.report()
     warnings = [v for v in report.violations if not v.is_error]
@@ -73,6 +85,8 @@ def section(backend: str, result) -> str:
         "",
     ]
     lines += [f"- {key} ({n} case(s), e.g. `{case}`)" for key, n, case in sorted(unsupported)] or ["- nothing"]
+    lines += ["", "Not applicable (`n/a`: unequal blocks for a class without the `_v` method; never a pass, never a failure):", ""]
+    lines += [f"- {key} ({n} case(s), e.g. `{case}`)" for key, n, case in sorted(_not_applicable(result))] or ["- nothing"]
     lines += ["", "Known findings (disagreements with the spec, kept as warnings; `--strict` fails them):", ""]
     lines += [f"- {key} ({n} violation(s), e.g. `{case}`)" for key, n, case in sorted(found)] or ["- none"]
     lines += ["", "Failures:", ""]
@@ -99,16 +113,20 @@ patterns:
 | symbol | meaning |
 |---|---|
 | ✓ | every case passed: exact where the inputs make every order exact, within the spec's error bound otherwise, every rank with the same bits where the spec requires it, guards, inputs and non-root buffers untouched |
+| = | every case with equal blocks passed; unequal blocks not applicable (the class has no `_v` method) |
 | ½ | some cases refused (for example only unequal blocks), the rest passed |
 | − | every case refused by the backend (`unsupported`, a warning; never counted as a pass) |
+| ∅ | every case not applicable (`n/a`; never counted as a pass) |
 | ! | a known disagreement with the spec (see the findings) |
-| ✗ | a check failed, a rank hung or crashed |
+| ✗ | a check failed, a rank hung, crashed or raised |
 | · | not run |
 
 "Not divisible by N" means: a count with a remainder for all-reduce,
 broadcast and reduce (the backend's own chunking must cope); unequal
-per-rank blocks (`reduce_scatter_v`, `all_gather_v`) for reduce-scatter and
-all-gather; all-to-all only runs multiples of N (the spec defines no
+per-rank blocks for reduce-scatter and all-gather, which go to the
+backend's `reduce_scatter_v` and `all_gather_v` (as in NCCL, torch and MPI,
+`reduce_scatter` and `all_gather` get equal blocks only), and are `n/a` for a
+class without them; all-to-all only runs multiples of N (the spec defines no
 `all_to_all_v`).
 """
 
@@ -125,14 +143,21 @@ DISCREPANCIES = """## Discrepancies with the spec, in words
   output type", and MPI has no averaging operation at all. Both are
   `unsupported`; float avg passes on gloo.
 - **Unequal blocks.** gloo's all-gather refuses blocks of different sizes
-  (`all_gather` with a list of unequal tensors); its reduce-scatter accepts
-  them. MPI does both (`Reduce_scatter` with counts, `Allgatherv`).
+  (`all_gather` with a list of unequal tensors, the shim's `all_gather_v`);
+  its reduce-scatter accepts them (`reduce_scatter` with a list, the shim's
+  `reduce_scatter_v`). MPI does both (`Reduce_scatter` with counts,
+  `Allgatherv`); equal blocks are `Reduce_scatter_block` and `Allgather`.
+  The shared-memory kernel (`shm`) has no `_v` methods: its unequal-block
+  cases are `n/a`.
 - **bfloat16 under MPI.** Open MPI 5.0 defines no bfloat16 datatype
   (`MPI_BFLOAT16_T` is null in mpi4py), so every bfloat16 case is refused.
   float16 works, every op (mpi4py passes it as Open MPI's `MPI_SHORT_FLOAT`).
 - **In-place reduce-scatter under MPI.** `MPI_IN_PLACE` puts the result at
   the start of the buffer, not at the rank's block as the NCCL convention the
   plug-in protocol follows; the MPI shim refuses it rather than copy.
+- **The MPI libraries** (Open MPI, `--backend mpi` or `openmpi`; MPICH;
+  Intel MPI), each of their algorithms and the non-commutative `compose`:
+  docs/mpi.md.
 """
 
 

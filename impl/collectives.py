@@ -11,18 +11,25 @@ method              buffer the schedule runs on (cells: :mod:`.cells`)
 ==================  ===========================================================
 ``all_reduce``      the tensor itself when contiguous (a copy otherwise, and
                     the working form for integer avg), in place
-``reduce_scatter``  a working copy of ``input`` in N near-equal blocks (the
-                    first count mod N ranks one element more); rank r's
-                    result (the schedule's output cells) is written to
-                    ``output``. ``input`` is never modified outside
-                    ``output``, so in place (``output`` the block r of
-                    ``input``, the nccl convention) and out of place both work
+``reduce_scatter``  a working copy of ``input`` in N equal blocks
+                    (``reduce_scatter_v``: near-equal blocks, the first count
+                    mod N ranks one element more); rank r's result (the
+                    schedule's output cells) is written to ``output``.
+                    ``input`` is never modified outside ``output``, so in
+                    place (``output`` the block r of ``input``, the nccl
+                    convention) and out of place both work
 ``all_gather``      ``output``, after copying ``input`` into block r (skipped
-                    when ``input`` already is that block: in place)
+                    when ``input`` already is that block: in place); equal
+                    blocks (``all_gather_v``: near-equal ones)
 ``broadcast``       the tensor, in place
 ``reduce``          a working copy; only the root's tensor is written
 ``all_to_all``      a copy of ``input`` (count divisible by N), then ``output``
 ==================  ===========================================================
+
+As the plug-in protocol says, ``reduce_scatter`` and ``all_gather`` take
+equal blocks only (a ValueError otherwise) and the ``_v`` methods unequal
+ones; each rank knows only its own block, so the ``_v`` methods take the
+near-equal rule the harness uses and check their own block against it.
 
 Unsupported (op, dtype) pairs raise ``TypeError`` or ``NotImplementedError``
 (:mod:`.reduction`); mismatched sizes and a root out of range raise
@@ -101,12 +108,21 @@ class AllReduce:
         reduction.finish(buffer, tensor)
 
 
+def _require_equal(name: str, whole: int, block: int, n: int) -> None:
+    if whole != block * n:
+        raise ValueError(f"{name}: {whole} elements are not {n} equal blocks of {block}; unequal blocks go to {name}_v")
+
+
 class ReduceScatter:
     def reduce_scatter(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
+        _require_equal("reduce_scatter", input.numel(), output.numel(), self.world_size)
+        self.reduce_scatter_v(output, input, op)
+
+    def reduce_scatter_v(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
         n, count = self.world_size, input.numel()
         mine = int(near_equal(count, n)[self.rank + 1] - near_equal(count, n)[self.rank])
         if output.numel() != mine:
-            raise ValueError(f"reduce_scatter: output has {output.numel()} elements; rank {self.rank}'s block of {count} over {n} ranks has {mine}")
+            raise ValueError(f"reduce_scatter_v: output has {output.numel()} elements; rank {self.rank}'s block of {count} over {n} ranks has {mine}")
         reduction = Reduction(op, input.dtype, n)
         schedule = self.schedule("reduce_scatter")
         buffer = reduction.working(input, copy=True)
@@ -119,11 +135,15 @@ class ReduceScatter:
 
 class AllGather:
     def all_gather(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor) -> None:
+        _require_equal("all_gather", output.numel(), input.numel(), self.world_size)
+        self.all_gather_v(output, input)
+
+    def all_gather_v(self: ScheduleBackend, output: torch.Tensor, input: torch.Tensor) -> None:
         n = self.world_size
         buffer = _flat_output(output)
         mine = _block(buffer, self.rank, n)
         if input.numel() != mine.numel():
-            raise ValueError(f"all_gather: input has {input.numel()} elements; rank {self.rank}'s block of {output.numel()} over {n} ranks has {mine.numel()}")
+            raise ValueError(f"all_gather_v: input has {input.numel()} elements; rank {self.rank}'s block of {output.numel()} over {n} ranks has {mine.numel()}")
         if not _same_memory(mine, input):
             mine.copy_(input.reshape(-1))
         self._run(self.schedule("allgather"), buffer, n, None)

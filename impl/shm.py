@@ -6,44 +6,73 @@ segment, named from a random run id that it broadcasts over
 torch.distributed; every rank maps it, and once all have (a
 torch.distributed barrier) rank 0 unlinks the name. The mapping stays valid
 until each rank closes it, so a rank that crashes or is killed leaves
-nothing behind in ``/dev/shm``. Layout: one 64-byte flag line per rank, then
-two sets of one slot of ``capacity`` bytes per rank.
+nothing behind in ``/dev/shm``. Layout: three progress counters per rank
+(one 64-byte line each), then ``depth`` *staging* buffers of ``capacity``
+bytes per rank, then ``depth`` *result* buffers of ``capacity`` bytes.
 
-Rounds. Every operation is a sequence of rounds. In round k each rank
-writes its slot of set k mod 2, *arrives* (publishes k + 1 in its flag),
-*waits* until every flag is at least k + 1, then reads any slots of set
-k mod 2. Two sets suffice without a second barrier: a rank writes set s
-again in round k + 2 only after waiting in round k + 1, when every rank has
-arrived there and has therefore finished reading round k.
+Chunks. Every collective cuts its tensor into chunks of at most one buffer
+and gives each chunk the next number g of a sequence all ranks share (every
+rank makes the same calls with the same sizes). Chunk g uses buffer
+g mod ``depth``. Each rank publishes how far it has got in three counters:
 
-- **one-shot** all-reduce: one round; every rank reduces all slots in the
-  same fixed order (rank 0, 1, ..., N-1), so every rank performs the same
-  operations on the same bits and gets identical bits;
-- **two-shot** all-reduce: a reduce-scatter round (rank r reduces slice r of
-  all slots, in rank order) and an all-gather round (everyone copies every
-  rank's finished slice): each slice is computed once and only copied;
-- ``reduce_scatter`` and ``all_gather`` are those rounds on their own.
+- STAGED = g + 1: its contribution to chunk g is in its staging buffer;
+- REDUCED = g + 1: it has finished reading the staging buffers of chunk g
+  (and, in two-shot, written its slice of the result buffer);
+- GATHERED = g + 1: it has finished reading the result buffer of chunk g.
 
-Tensors larger than a slot go through in pieces of one slot each.
+- **one-shot** chunk: stage the whole chunk, wait until every rank has
+  STAGED it, reduce all staging buffers in rank order (0, 1, ..., N-1)
+  straight into the output: every rank performs the same operations on the
+  same bits and gets identical bits. One synchronisation per chunk.
+- **two-shot** chunk: stage; rank r reduces slice r of the chunk (near-equal
+  slices, :func:`~.cells.near_equal`) in rank order into the shared result
+  buffer, reading its own contribution from its input; then every rank
+  copies the whole result buffer out. Each slice is computed once and only
+  copied, so the ranks agree bit for bit.
 
-Flags and memory ordering. A flag is one aligned int64, written with a
-single 8-byte store (numpy item assignment) and polled by peers. Python
-exposes no memory fences, so the protocol relies on the hardware: on x86-64
-(TSO) stores become visible to other cores in program order and loads are
-not reordered with older loads, so "write the slot, then the flag" in one
-process and "see the flag, then read the slot" in another are ordered.
-Writes made by torch's worker threads are ordered before the flag store by
-the join that ends the parallel region. On other architectures (ARM and
-POWER reorder stores) this is not guaranteed, so there the phase barrier is
-a ``torch.distributed.barrier()`` instead, whose socket round trips through
-the kernel order memory. ``barrier="dist"`` forces that everywhere.
-Waiting spins on ``os.sched_yield`` then sleeps, so ranks that share cores
-let each other run; a peer that does not arrive within ``timeout`` seconds
-raises ``TimeoutError`` naming it.
+Pipelining. Two-shot runs a software pipeline: in step i a rank stages chunk
+i, reduces its slice of chunk i - 1 and copies out chunk i - 2, so while one
+rank reduces, another is still staging and a third copying out. Every wait
+names a step that comes earlier in this order on every rank (staging waits
+for chunk g - depth to be REDUCED everywhere, reducing for chunk g to be
+STAGED and chunk g - depth GATHERED, copying out for chunk g to be
+REDUCED), so the pipeline cannot deadlock for ``depth`` >= 2; with
+``depth`` >= 3 those buffer-reuse waits are already met when reached.
+
+Reductions are numpy ufuncs (``np.add(a, b, out=...)``) on views of the
+segment and of the caller's tensor: no temporary copies, one thread per
+rank (numpy's element-wise loops never start threads, unlike torch's
+intra-op pool, whose OpenMP workers spin after each parallel region and,
+with four ranks on two cores, took the cores from the ranks they waited
+for). float16 and bfloat16 are formed in float32 and rounded once per hop,
+as torch does. Integer ``avg`` reduces :class:`.Reduction`'s (q, r) working
+pairs; ``avg`` finishes through :meth:`.Reduction.finish`, the one
+definition of its rounding.
+
+Waiting. A rank that finds a counter behind spins on it for ``spin``
+seconds, then sleeps on it with a futex (:mod:`.futex`); every counter
+update wakes the sleepers. The default spin is 50 us when the ranks'
+allowed cores are at least as many as the ranks, and 0 otherwise: with
+fewer cores than ranks the rank being waited for may need this very core,
+so any spinning delays it (the previous version's yield-then-sleep loop
+spent 85% of a 4 KiB all-reduce asleep in ``time.sleep``). A futex, unlike
+an eventfd or a semaphore, needs no file descriptor passed between the
+processes and lets any number of readers wait on one writer's counter.
+
+Memory ordering. A counter is one aligned int32, stored with a single
+4-byte store and polled by peers. On x86-64 (TSO) stores become visible to
+other cores in program order and loads are not reordered with older loads,
+so "write the buffer, then the counter" in one process and "see the counter,
+then read the buffer" in another are ordered. On other architectures (ARM
+and POWER reorder stores) this is not guaranteed, so there every wait is a
+``torch.distributed.barrier()`` instead (the ranks make the same waits in
+the same order); ``barrier="dist"`` forces that everywhere. A peer that does
+not arrive within ``timeout`` seconds raises ``TimeoutError`` naming it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -52,19 +81,27 @@ import time
 import uuid
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 
+import ml_dtypes
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from . import futex
 from .cells import near_equal
 from .reduction import Reduction
 
-FLAG_BYTES = 64  # one cache line per rank's flag
-DEFAULT_CAPACITY = 1 << 20  # bytes per slot
-ONE_SHOT_LIMIT = 256 << 10  # auto mode: one-shot up to this many bytes, two-shot above
+FLAG_BYTES = 64  # one cache line per counter
+DEFAULT_CAPACITY = 1 << 20  # bytes per staging / result buffer: the largest chunk
+DEFAULT_DEPTH = 3  # buffers per rank: chunks in flight
+ONE_SHOT_LIMIT = 64 << 10  # auto mode: one-shot up to this many bytes, two-shot above
 DEFAULT_TIMEOUT = 120.0
+DEFAULT_SPIN = 50e-6  # seconds a waiter polls before it sleeps, when every rank has a core
+STAGED, REDUCED, GATHERED = range(3)
+COUNTER_NAMES = ("STAGED", "REDUCED", "GATHERED")
+UFUNCS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
 @contextmanager
@@ -88,58 +125,107 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 
 def _release(segment: shared_memory.SharedMemory, views: list) -> None:
-    views.clear()  # the tensors and arrays over the mapping must go first
+    views.clear()  # the arrays over the mapping must go first
     try:
         segment.close()
     except BufferError:
         pass  # a view is still referenced (say, by a traceback); the OS unmaps it at exit, and the name is long unlinked
 
 
-class FlagBarrier:
-    """Arrive/wait on per-rank counters in shared memory (see module text)."""
+def _int32(value: int) -> int:
+    """``value`` mod 2**32 as a signed int32 (counters wrap)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
 
-    def __init__(self, flags: np.ndarray, rank: int, timeout: float):
-        self.flags, self.rank, self.timeout = flags, rank, timeout
 
-    def arrive(self, epoch: int) -> None:
-        self.flags[self.rank] = epoch
+def _reached(seen: int, wanted: int) -> bool:
+    """Whether counter value ``seen`` is at or past ``wanted``, modulo 2**32."""
+    return (seen - wanted) & 0xFFFFFFFF < 1 << 31
 
-    def wait(self, epoch: int) -> None:
-        flags = self.flags
-        if (flags >= epoch).all():
-            return
+
+class Counters:
+    """The ranks' progress counters in shared memory, with spin-then-futex waits."""
+
+    def __init__(self, words: np.ndarray, rank: int, world_size: int, timeout: float, spin: float):
+        self.words, self.address = memoryview(words), words.ctypes.data
+        self.rank, self.world_size, self.timeout, self.spin = rank, world_size, timeout, spin
+        index = [[(c * world_size + r) * FLAG_BYTES // 4 for r in range(world_size)] for c in range(len(COUNTER_NAMES))]
+        self._mine = [row[rank] for row in index]
+        self._others = [[(i, r) for r, i in enumerate(row) if r != rank] for row in index]
+
+    def post(self, counter: int, value: int, wake: bool = True) -> None:
+        """Publish this rank's ``counter`` = ``value``; with ``wake``, wake whoever sleeps on it."""
+        index = self._mine[counter]
+        self.words[index] = _int32(value)
+        if wake:
+            futex.wake(self.address + 4 * index)
+
+    def wait(self, counter: int, value: int) -> None:
+        """Return once every rank's ``counter`` has reached ``value``."""
+        words = self.words
+        for index, rank in self._others[counter]:
+            if (words[index] - value) & 0xFFFFFFFF >= 1 << 31:  # not _reached: inlined, this runs on every call
+                self._wait_for(counter, rank, index, value)
+
+    def _wait_for(self, counter: int, rank: int, index: int, value: int) -> None:
+        words = self.words
+        seen = words[index]
+        if self.spin:
+            until = time.perf_counter() + self.spin
+            while time.perf_counter() < until:
+                seen = words[index]
+                if _reached(seen, value):
+                    return
         deadline = time.monotonic() + self.timeout
-        spins = 0
-        while not (flags >= epoch).all():
-            spins += 1
-            if spins < 200:
-                os.sched_yield()
-            else:
-                time.sleep(min(1e-3, 1e-5 * (spins - 199)))
-            if spins % 64 == 0 and time.monotonic() > deadline:
-                late = [int(r) for r in np.flatnonzero(flags < epoch)]
-                raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank(s) {late} in round {epoch - 1}; did a rank die?")
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
+                                   f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
+            futex.wait(self.address + 4 * index, seen, left)
+            seen = words[index]
+            if _reached(seen, value):
+                return
 
 
 class DistBarrier:
-    """The phase barrier as torch.distributed.barrier() (any architecture)."""
+    """Every wait as torch.distributed.barrier() (any architecture); posts are no-ops."""
 
     def __init__(self, group=None):
         self.group = group
 
-    def arrive(self, epoch: int) -> None:
+    def post(self, counter: int, value: int, wake: bool = True) -> None:
         pass
 
-    def wait(self, epoch: int) -> None:
+    def wait(self, counter: int, value: int) -> None:
         dist.barrier(group=self.group)
+
+
+@dataclass
+class _Kind:
+    """How one (op, dtype) runs: the reduction, its ufunc and the typed buffers."""
+
+    reduction: Reduction | None
+    ufunc: np.ufunc | None
+    pairs: bool  # Reduction's (q, r) int64 working pairs (integer avg)
+    staging: list  # [rank][buffer] arrays in the working form
+    result: list  # [buffer] arrays of the tensor's type
+    elements: int  # working elements per buffer
+    average: bool  # op avg: finish through Reduction.finish
+
+    def __post_init__(self):
+        self.by_buffer = [list(column) for column in zip(*self.staging)]  # [buffer][rank]
 
 
 class SharedMemory:
     """One-shot / two-shot all-reduce over shared memory (plug-in protocol).
 
     ``mode``: ``"one-shot"``, ``"two-shot"`` or ``"auto"`` (one-shot up to
-    :data:`ONE_SHOT_LIMIT` bytes). ``capacity``: bytes per slot.
-    ``barrier``: ``"flags"`` (x86-64 only; the default there) or ``"dist"``.
+    :data:`ONE_SHOT_LIMIT` bytes). ``capacity``: bytes per buffer (the
+    largest chunk); ``depth``: buffers per rank (chunks in flight, >= 2).
+    ``barrier``: ``"flags"`` (counters and futexes; x86-64 only, the default
+    there) or ``"dist"``. ``spin``: seconds to poll before sleeping (default
+    as in the module text).
     """
 
     mode = "auto"
@@ -151,26 +237,39 @@ class SharedMemory:
         *,
         mode: str | None = None,
         capacity: int = DEFAULT_CAPACITY,
+        depth: int = DEFAULT_DEPTH,
         timeout: float = DEFAULT_TIMEOUT,
         barrier: str | None = None,
+        spin: float | None = None,
         group=None,
     ):
         if mode is not None:
             if mode not in ("one-shot", "two-shot", "auto"):
                 raise ValueError(f"mode must be 'one-shot', 'two-shot' or 'auto', not {mode!r}")
             self.mode = mode
+        if depth < 3:
+            raise ValueError(f"depth must be at least 3, not {depth}")
+        kind = barrier or ("flags" if platform.machine().lower() in ("x86_64", "amd64") and futex.available() else "dist")
+        if kind not in ("flags", "dist"):
+            raise ValueError(f"barrier must be 'flags' or 'dist', not {kind!r}")
         if not dist.is_initialized():
             raise RuntimeError("shm: initialise torch.distributed first; the ranks exchange the segment name through it")
         if dist.get_world_size(group) != world_size:
             raise ValueError(f"world_size {world_size} differs from the process group's {dist.get_world_size(group)}")
-        hosts = [None] * world_size
-        dist.all_gather_object(hosts, socket.gethostname(), group=group)
-        if len(set(hosts)) > 1:
-            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted(set(hosts))}")
-        self.rank, self.world_size, self.group = rank, world_size, group
-        self.capacity = max(64, capacity // 64 * 64)
-        self._slots_at = -(-world_size * FLAG_BYTES // 64) * 64
-        size = self._slots_at + 2 * world_size * self.capacity
+        places = [None] * world_size
+        dist.all_gather_object(places, (socket.gethostname(), sorted(os.sched_getaffinity(0))), group=group)
+        if len({host for host, _ in places}) > 1:
+            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted({host for host, _ in places})}")
+        cores = len({core for _, mine in places for core in mine})
+        self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
+        self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
+        if os.environ.get("SHM_SPIN"):  # experiment knob, removed before commit
+            self.spin = float(os.environ["SHM_SPIN"])
+        # every buffer holds at least one element per rank in the widest working form (16-byte pairs)
+        self.capacity = max(capacity // 64 * 64, -(-world_size * 16 // 64) * 64)
+        header = 3 * world_size * FLAG_BYTES
+        self._staging_at, self._result_at = header, header + world_size * depth * self.capacity
+        size = self._result_at + depth * self.capacity
         name = [f"collspec-{uuid.uuid4().hex[:16]}" if rank == 0 else None]
         dist.broadcast_object_list(name, group=group, group_src=0)
         self.name = name[0]  # of the segment; unlinked once every rank has mapped it
@@ -182,76 +281,125 @@ class SharedMemory:
         dist.barrier(group=group)
         if rank == 0:
             self._segment.unlink()  # every rank has it mapped; nothing to leak from here on
-        self._bytes = torch.frombuffer(self._segment.buf, dtype=torch.uint8, count=size)
-        flags = np.frombuffer(self._segment.buf, dtype=np.int64, count=self._slots_at // 8)[:: FLAG_BYTES // 8][:world_size]
-        self._views = [self._bytes, flags]
+        self._bytes = np.frombuffer(self._segment.buf, dtype=np.uint8, count=size)
+        words = np.frombuffer(self._segment.buf, dtype=np.int32, count=header // 4)
+        self._views = [self._bytes, words]
         self._finalizer = weakref.finalize(self, _release, self._segment, self._views)
-        kind = barrier or ("flags" if platform.machine().lower() in ("x86_64", "amd64") else "dist")
-        if kind not in ("flags", "dist"):
-            raise ValueError(f"barrier must be 'flags' or 'dist', not {kind!r}")
-        self._barrier = FlagBarrier(flags, rank, timeout) if kind == "flags" else DistBarrier(group)
-        self._round = 0
+        self._sync = Counters(words, rank, world_size, timeout, self.spin) if kind == "flags" else DistBarrier(group)
+        self._kinds: dict = {}
+        self._seq = 0  # chunks so far, the same on every rank
 
     def close(self) -> None:
         """Unmap the segment (also done when the object is collected)."""
-        self._bytes = self._barrier = None
+        self._bytes = self._sync = None
+        self._kinds.clear()
         self._finalizer()
 
-    # -- rounds ------------------------------------------------------------------
+    # -- buffers -------------------------------------------------------------------------
 
-    def _slot(self, round: int, rank: int, dtype: torch.dtype, count: int) -> torch.Tensor:
-        """The first ``count`` elements of ``rank``'s slot in ``round``'s set."""
-        start = self._slots_at + ((round % 2) * self.world_size + rank) * self.capacity
-        return self._bytes[start : start + count * _itemsize(dtype)].view(dtype)
+    def _kind(self, op: str | None, dtype: torch.dtype) -> _Kind:
+        """The cached plan for reducing (``op``) or copying (None) ``dtype``."""
+        key = (op, dtype)
+        if key not in self._kinds:
+            reduction = Reduction(op, dtype, self.world_size) if op is not None else None
+            pairs = reduction is not None and reduction.exact_mean
+            final = _numpy_dtype(dtype)
+            working = np.dtype(np.int64) if pairs else final
 
-    def _exchange(self, piece: torch.Tensor, counts: list[int] | None = None) -> list[torch.Tensor]:
-        """One round: publish ``piece`` (flat) in this rank's slot, wait for
-        everyone, return every rank's slot (valid until the round after next)
-        holding ``counts[r]`` elements (default: as many as ``piece``)."""
-        k = self._round
-        self._slot(k, self.rank, piece.dtype, piece.numel()).copy_(piece)
-        self._round = k + 1
-        self._barrier.arrive(k + 1)
-        self._barrier.wait(k + 1)
-        counts = counts or [piece.numel()] * self.world_size
-        return [self._slot(k, r, piece.dtype, counts[r]) for r in range(self.world_size)]
+            def typed(start: int, as_type: np.dtype, rows: bool) -> np.ndarray:
+                array = self._bytes[start : start + self.capacity].view(as_type)
+                return array.reshape(-1, 2) if rows else array
 
-    def _fold(self, parts: list[torch.Tensor], reduction: Reduction) -> torch.Tensor:
-        """Reduce ``parts`` in rank order into a fresh working tensor."""
-        acc = reduction.working(parts[0], copy=True)
-        for part in parts[1:]:
-            reduction.combine_(acc, reduction.working(part, copy=False))
-        return acc
+            staging = [[typed(self._staging_at + (r * self.depth + b) * self.capacity, working, pairs) for b in range(self.depth)]
+                       for r in range(self.world_size)]
+            result = [typed(self._result_at + b * self.capacity, final, False) for b in range(self.depth)]
+            ufunc = UFUNCS[op] if op is not None else None
+            self._kinds[key] = _Kind(reduction, ufunc, pairs, staging, result, staging[0][0].shape[0], op == "avg")
+        return self._kinds[key]
 
-    def _piece(self, dtype: torch.dtype, per: int = 1) -> int:
-        """Elements per piece when one slot holds ``per`` rows of it."""
-        return max(1, self.capacity // (_itemsize(dtype) * per))
+    def _next(self) -> int:
+        g, self._seq = self._seq, self._seq + 1
+        return g
+
+    # -- the steps of one chunk ----------------------------------------------------------------
+
+    def _stage(self, kind: _Kind, g: int, piece: np.ndarray, skip: tuple[int, int] | None = None) -> np.ndarray:
+        """Copy ``piece`` (but its rows ``skip``) into this rank's staging buffer of chunk ``g``."""
+        self._sync.wait(REDUCED, g - self.depth + 1)  # everyone has read this buffer's previous chunk
+        buffer = kind.staging[self.rank][g % self.depth][: piece.shape[0]]
+        if skip is None:
+            np.copyto(buffer, piece)
+        else:
+            np.copyto(buffer[: skip[0]], piece[: skip[0]])
+            np.copyto(buffer[skip[1] :], piece[skip[1] :])
+        self._sync.post(STAGED, g + 1)
+        return buffer
+
+    def _fold(self, kind: _Kind, parts: list[np.ndarray], out: np.ndarray) -> None:
+        """``out`` = parts[0] op parts[1] op ... in rank order; the result of the
+        reduction in ``out`` (finished for avg)."""
+        acc = np.empty(parts[0].shape, parts[0].dtype) if kind.pairs else out
+        if len(parts) == 1:
+            np.copyto(acc, parts[0])
+        else:
+            kind.ufunc(parts[0], parts[1], out=acc)
+            for part in parts[2:]:
+                kind.ufunc(acc, part, out=acc)
+        if kind.average:
+            kind.reduction.finish(_torch(acc), _torch(out))
+
+    def _one_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
+        sync = self._sync
+        for at in range(0, out.shape[0], kind.elements):
+            g = self._next()
+            piece = src[at : at + kind.elements]
+            rows = piece.shape[0]
+            self._stage(kind, g, piece)
+            sync.wait(STAGED, g + 1)
+            self._fold(kind, [buffer[:rows] for buffer in kind.by_buffer[g % self.depth]], out[at : at + rows])
+            sync.post(REDUCED, g + 1, wake=False)
+            sync.post(GATHERED, g + 1, wake=False)
+
+    def _two_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
+        step, r = kind.elements, self.rank
+        chunks = -(-out.shape[0] // step)
+        first = self._seq
+        self._seq += chunks
+        for i in range(chunks + 2):
+            if i < chunks:  # stage chunk i: every slice but this rank's, which it reduces from its input
+                piece = src[i * step : (i + 1) * step]
+                edges = _edges(piece.shape[0], self.world_size)
+                self._stage(kind, first + i, piece, (edges[r], edges[r + 1]))
+            if 1 <= i <= chunks:  # reduce this rank's slice of chunk i - 1 into the result buffer
+                g, piece = first + i - 1, src[(i - 1) * step : i * step]
+                edges = _edges(piece.shape[0], self.world_size)
+                a, b = edges[r], edges[r + 1]
+                self._sync.wait(STAGED, g + 1)
+                self._sync.wait(GATHERED, g - self.depth + 1)  # everyone has copied out this buffer's previous chunk
+                buffer = g % self.depth
+                parts = [piece[a:b] if j == r else kind.staging[j][buffer][a:b] for j in range(self.world_size)]
+                self._fold(kind, parts, kind.result[buffer][a:b])
+                self._sync.post(REDUCED, g + 1)
+            if i >= 2:  # copy chunk i - 2 out
+                g, target = first + i - 2, out[(i - 2) * step : (i - 1) * step]
+                self._sync.wait(REDUCED, g + 1)
+                np.copyto(target, kind.result[g % self.depth][: target.shape[0]])
+                self._sync.post(GATHERED, g + 1, wake=False)
 
     # -- the collectives ---------------------------------------------------------------
 
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> None:
-        reduction = _cpu_reduction(op, tensor, self.world_size)
+        if tensor.is_cuda:
+            raise TypeError("shm: CPU tensors only")
+        kind = self._kinds.get((op, tensor.dtype)) or self._kind(op, tensor.dtype)
         flat = tensor.reshape(-1)  # a view when contiguous
-        one_shot = self.mode == "one-shot" or (self.mode == "auto" and tensor.numel() * tensor.element_size() <= ONE_SHOT_LIMIT)
-        step = self._piece(tensor.dtype)
-        for at in range(0, flat.numel(), step):
-            piece = flat[at : at + step]
-            if one_shot:
-                reduction.finish(self._fold(self._exchange(piece), reduction), piece)
-            else:
-                self._two_shot(piece, reduction)
+        out = _numpy(flat)
+        src = kind.reduction.working(flat, copy=True).numpy() if kind.pairs else out
+        one_shot = self.mode == "one-shot" or (self.mode == "auto" and out.nbytes <= ONE_SHOT_LIMIT)
+        if out.shape[0]:
+            (self._one_shot if one_shot else self._two_shot)(kind, src, out)
         if not tensor.is_contiguous():
             tensor.copy_(flat.view(tensor.shape))
-
-    def _two_shot(self, piece: torch.Tensor, reduction: Reduction) -> None:
-        edges = near_equal(piece.numel(), self.world_size).tolist()
-        a, b = edges[self.rank], edges[self.rank + 1]
-        slots = self._exchange(piece)
-        reduction.finish(self._fold([s[a:b] for s in slots], reduction), piece[a:b])
-        slots = self._exchange(piece[a:b], [edges[r + 1] - edges[r] for r in range(self.world_size)])
-        for r in range(self.world_size):
-            if r != self.rank:
-                piece[edges[r] : edges[r + 1]].copy_(slots[r])
 
     def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str = "sum") -> None:
         n, m = self.world_size, output.numel()
@@ -259,16 +407,25 @@ class SharedMemory:
             raise NotImplementedError(f"shm reduce_scatter: {input.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if input.numel() != n * m:
             raise ValueError(f"reduce_scatter: input has {input.numel()} elements; it needs world_size * output = {n} * {m}")
-        reduction = _cpu_reduction(op, input, n)
+        _cpu_only(input, output)
+        kind = self._kind(op, input.dtype)
+        flat = output.reshape(-1)
+        out = _numpy(flat)
         blocks = input.reshape(n, m)
-        result = torch.empty(m, dtype=output.dtype)
-        step = self._piece(input.dtype, n)
-        for at in range(0, m, step):
-            part = blocks[:, at : at + step]
-            width = part.shape[1]
-            slots = self._exchange(part.reshape(-1))  # a copy: the n strips side by side
-            reduction.finish(self._fold([s[self.rank * width : (self.rank + 1) * width] for s in slots], reduction), result[at : at + width])
-        output.copy_(result.view(output.shape))
+        src = kind.reduction.working(blocks, copy=True).numpy().reshape(n, m, 2) if kind.pairs else _numpy(blocks)
+        width = max(1, kind.elements // n)
+        for at in range(0, m, width):  # one chunk: every rank stages its n strips side by side
+            g = self._next()
+            part = src[:, at : at + width]
+            w = part.shape[1]
+            self._stage(kind, g, part.reshape(n * w, *part.shape[2:]))
+            self._sync.wait(STAGED, g + 1)
+            strips = [kind.staging[j][g % self.depth][self.rank * w : (self.rank + 1) * w] for j in range(n)]
+            self._fold(kind, strips, out[at : at + w])
+            self._sync.post(REDUCED, g + 1, wake=False)
+            self._sync.post(GATHERED, g + 1, wake=False)
+        if not output.is_contiguous():
+            output.copy_(flat.view(output.shape))
 
     def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> None:
         n, m = self.world_size, input.numel()
@@ -276,35 +433,59 @@ class SharedMemory:
             raise NotImplementedError(f"shm all_gather: {output.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if output.numel() != n * m:
             raise ValueError(f"all_gather: output has {output.numel()} elements; it needs world_size * input = {n} * {m}")
-        if input.is_cuda or output.is_cuda:
-            raise TypeError("shm: CPU tensors only")
-        source = input.reshape(-1).clone()  # input may alias output (in place)
-        result = torch.empty((n, m), dtype=output.dtype)
-        step = self._piece(input.dtype)
-        for at in range(0, m, step):
-            slots = self._exchange(source[at : at + step])
-            for r, slot in enumerate(slots):
-                result[r, at : at + step] = slot
-        output.copy_(result.view(output.shape))
+        _cpu_only(input, output)
+        kind = self._kind(None, input.dtype)
+        source = _numpy(input.reshape(-1).clone())  # input may alias output
+        flat = output.reshape(-1)
+        out = _numpy(flat).reshape(n, m)
+        for at in range(0, m, kind.elements):
+            g = self._next()
+            piece = source[at : at + kind.elements]
+            self._stage(kind, g, piece)
+            self._sync.wait(STAGED, g + 1)
+            for j in range(n):
+                np.copyto(out[j, at : at + piece.shape[0]], kind.staging[j][g % self.depth][: piece.shape[0]])
+            self._sync.post(REDUCED, g + 1, wake=False)
+            self._sync.post(GATHERED, g + 1, wake=False)
+        if not output.is_contiguous():
+            output.copy_(flat.view(output.shape))
 
 
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty(0, dtype=dtype).element_size()
+@functools.lru_cache(maxsize=256)
+def _edges(count: int, parts: int) -> tuple[int, ...]:
+    return tuple(near_equal(count, parts).tolist())
 
 
-def _cpu_reduction(op: str, tensor: torch.Tensor, ranks: int) -> Reduction:
-    if tensor.is_cuda:
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return _numpy(torch.empty(0, dtype=dtype)).dtype
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy view of a contiguous CPU tensor (bfloat16 as ml_dtypes')."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.detach().numpy()
+
+
+def _torch(array: np.ndarray) -> torch.Tensor:
+    """A torch view of a numpy array (the inverse of :func:`_numpy`)."""
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def _cpu_only(*tensors: torch.Tensor) -> None:
+    if any(t.is_cuda for t in tensors):
         raise TypeError("shm: CPU tensors only")
-    return Reduction(op, tensor.dtype, ranks)
 
 
 class SharedMemoryOneShot(SharedMemory):
-    """Always one-shot: one round, every rank reduces every slot in rank order."""
+    """Always one-shot: one synchronisation, every rank reduces every slot in rank order."""
 
     mode = "one-shot"
 
 
 class SharedMemoryTwoShot(SharedMemory):
-    """Always two-shot: reduce-scatter round, then all-gather round."""
+    """Always two-shot: each rank reduces its slice into the result buffer, then everyone copies it out."""
 
     mode = "two-shot"

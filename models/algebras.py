@@ -140,7 +140,6 @@ class Fingerprints:
 
     def __init__(self, seed: int = 0x5EED):
         self.salts = (seed * 2 + 1, seed * 2 + 0x1234567)
-        self._leaves_of: tuple[object, tuple] | None = None  # (schedule, its leaves)
 
     def _labels(self, rank, index: np.ndarray, columns: np.ndarray, count: int) -> np.ndarray:
         out = np.empty((len(index), LANES), dtype=np.uint64)
@@ -164,32 +163,49 @@ class Fingerprints:
         return out
 
     def initial_state(self, schedule) -> np.ndarray:
-        """All ranks at once (the interpreter's fast path)."""
+        """All ranks at once (the interpreter's fast path), built a block of
+        ranks at a time so that no temporary is as large as the state."""
         layout = schedule.layout
         n, cells = schedule.ranks, layout.cells
-        state = np.broadcast_to(self.garbage(0, [0])[0], (n, cells, LANES)).copy()
-        rank, cell, values = self._all_leaves(schedule)
-        state[rank, cell] = values
+        state = np.empty((n, cells, LANES), dtype=np.uint64)
+        flat = state.reshape(n * cells, LANES)
+        unset = np.ones(n * cells, dtype=bool)
+        for rank, index, cell, _ in self._leaf_blocks(schedule):
+            at = rank * cells + cell
+            if at.size and at[-1] - at[0] == at.size - 1 and np.all(np.diff(at) == 1):
+                at = slice(int(at[0]), int(at[-1]) + 1)  # every cell of these ranks, in order
+            flat[at] = self._labels(rank, index, cell.astype(np.uint64), 1)
+            unset[at] = False
+        if unset.any():
+            flat[unset] = self.garbage(0, [0])[0]
         return state
 
-    def leaf_rows(self, schedule) -> list[np.ndarray]:
-        """``leaves(r, layout.inputs[r])`` for every rank r, computed at once."""
-        rank, _, values = self._all_leaves(schedule)
-        counts = np.bincount(rank, minlength=schedule.ranks)[: schedule.ranks]
-        return np.split(values, np.cumsum(counts)[:-1])
+    def leaf_rows(self, schedule, lanes: int = LANES) -> list[np.ndarray]:
+        """``leaves(r, layout.inputs[r])[:, :lanes]`` for every rank r, computed
+        a block of ranks at a time (``lanes=COUNT + 1``: the additive lanes)."""
+        rows: list[np.ndarray] = []
+        for rank, index, cell, lengths in self._leaf_blocks(schedule):
+            values = np.ascontiguousarray(self._labels(rank, index, cell.astype(np.uint64), 1)[:, :lanes])
+            rows.extend(np.split(values, np.cumsum(lengths)[:-1]))
+        return rows
 
-    def _all_leaves(self, schedule):
-        if self._leaves_of is None or self._leaves_of[0] is not schedule:
-            self._leaves_of = (schedule, self._compute_leaves(schedule))
-        return self._leaves_of[1]
-
-    def _compute_leaves(self, schedule):
+    def _leaf_blocks(self, schedule, block: int = 1 << 20):
+        """(rank, input index, cell, inputs per rank) of every input element,
+        for consecutive blocks of ranks with about ``block`` elements each."""
         inputs = schedule.layout.inputs
         lengths = np.array([len(c) for c in inputs], dtype=np.int64)
-        rank = np.repeat(np.arange(schedule.ranks, dtype=np.int64), lengths)
-        index = np.arange(rank.size) - np.repeat(np.r_[0, np.cumsum(lengths)[:-1]], lengths)
-        cell = np.concatenate(inputs).astype(np.int64) if rank.size else np.zeros(0, np.int64)
-        return rank, cell, self._labels(rank, index, cell.astype(np.uint64), 1)
+        first = 0
+        while first < schedule.ranks:
+            last, size = first, 0
+            while last < schedule.ranks and (size == 0 or size + lengths[last] <= block):
+                size += int(lengths[last])
+                last += 1
+            part = lengths[first:last]
+            rank = np.repeat(np.arange(first, last, dtype=np.int64), part)
+            index = np.arange(rank.size, dtype=np.int64) - np.repeat(np.r_[0, np.cumsum(part)[:-1]], part)
+            cell = np.concatenate(inputs[first:last]).astype(np.int64) if rank.size else np.zeros(0, np.int64)
+            yield rank, index, cell, part
+            first = last
 
     def combine(self, acc, incoming):
         out = np.empty_like(acc)

@@ -39,7 +39,7 @@ from ..spec.violations import Violation
 from .algebras import COLUMN, COUNT, GARBAGE, SHAPE, Fingerprints, contributions, is_uninitialised
 from .interpreter import run
 from .layout import ScheduleError, expected_outputs, owner_of
-from .schedule import COPY, INDEX, OP_NAMES, REDUCE, Schedule, Step, transfer_dict
+from .schedule import COPY, OP_NAMES, REDUCE, Schedule, Step
 
 #: exact multisets when transfers x ranks is at most this (about a second)
 EXACT_WORK_LIMIT = 3_000_000
@@ -61,52 +61,48 @@ class CheckResult:
         return [v.kind for v in self.violations]
 
 
-@dataclass
-class _Flat:
-    """Every transfer of a schedule in one set of arrays."""
+class _Transfers:
+    """Flat transfer numbers (step after step, in listed order) without a
+    copy of the schedule: ``offsets[k]`` is the number of step k's first
+    transfer. Phases get ids in order of first appearance, as
+    :meth:`Step.phase_of` names them (a step without a phase puts its
+    reduces in ``reduce`` and its copies in ``copy``)."""
 
-    step: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    src_chunk: np.ndarray
-    dst_chunk: np.ndarray
-    op: np.ndarray
-    phase: np.ndarray  # phase id per transfer
-    phase_names: list[str]
-    offsets: np.ndarray  # first flat index of each step
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> "_Flat":
+    def __init__(self, schedule: Schedule):
         steps = schedule.steps
-        lengths = np.array([len(s) for s in steps], dtype=np.int64)
-        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        lengths = np.fromiter((len(s) for s in steps), dtype=np.int64, count=len(steps))
+        self.steps = steps
+        self.offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        self.total = int(self.offsets[-1])
         names: dict[str, int] = {}
-        phase_parts = []
-        for s in steps:
-            if s.phase is not None:
-                phase_parts.append(np.full(len(s), names.setdefault(s.phase, len(names)), dtype=np.int32))
+        self.phase_ids: list[tuple[int, int]] = []  # per step: (id of its reduces, id of its copies)
+        for step in steps:
+            if step.phase is not None:
+                ident = names.setdefault(step.phase, len(names))
+                self.phase_ids.append((ident, ident))
             else:
-                reduce_id = names.setdefault("reduce", len(names))
-                copy_id = names.setdefault("copy", len(names))
-                phase_parts.append(np.where(s.op == REDUCE, reduce_id, copy_id).astype(np.int32))
+                self.phase_ids.append((names.setdefault("reduce", len(names)), names.setdefault("copy", len(names))))
+        self.phase_names = list(names)
 
-        def cat(attr, dtype=INDEX):
-            return np.concatenate([getattr(s, attr) for s in steps]).astype(dtype) if steps else np.zeros(0, dtype)
-
-        return cls(
-            step=np.repeat(np.arange(len(steps), dtype=np.int64), lengths),
-            src=cat("src"),
-            dst=cat("dst"),
-            src_chunk=cat("src_chunk"),
-            dst_chunk=cat("dst_chunk"),
-            op=cat("op", np.int8),
-            phase=np.concatenate(phase_parts) if phase_parts else np.zeros(0, np.int32),
-            phase_names=list(names),
-            offsets=offsets,
-        )
+    def locate(self, i: int) -> tuple[int, int]:
+        """(step, position in it) of flat transfer ``i``."""
+        k = int(np.searchsorted(self.offsets, i, side="right")) - 1
+        return k, i - int(self.offsets[k])
 
     def describe(self, i: int) -> dict:
-        return transfer_dict(self, i)
+        k, j = self.locate(i)
+        return self.steps[k].transfer(j)
+
+    def field(self, name: str, i: int) -> int:
+        k, j = self.locate(i)
+        return int(getattr(self.steps[k], name)[j])
+
+    def phase(self, k: int, step: Step, positions) -> np.ndarray:
+        """Phase ids of some transfers of step ``k``."""
+        on_reduce, on_copy = self.phase_ids[k]
+        if on_reduce == on_copy:
+            return np.int64(on_reduce)  # broadcasts
+        return np.where(step.op[positions] == REDUCE, on_reduce, on_copy).astype(np.int64)
 
 
 class _Collector:
@@ -140,56 +136,74 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     (MSCCL XML): its steps are not real rounds, so the checks that only mean
     something for rounds (``link-overload``, ``link-repeat`` and two writes
     of one cell in one step) are skipped; the caller checks races itself.
+
+    The schedule is streamed step by step: nothing per transfer is held
+    but one 64-bit key for the link-repeat check (and, for large
+    schedules, no exact multisets at all: see ``EXACT_WORK_LIMIT``).
     """
     started = time.perf_counter()
     layout = schedule.layout  # raises ScheduleError for an impossible layout
-    flat = _Flat.of(schedule)
+    flat = _Transfers(schedule)
     found = _Collector()
     capacity = link_capacity if link_capacity is not None else schedule.link_capacity
-    _check_ranges(schedule, flat)
-
-    if synchronous:
-        _races(schedule, flat, found)
-        _link_overload(schedule, flat, capacity, found)
+    sent, received = _scan(schedule, flat, capacity, synchronous, found)
 
     fingerprints = Fingerprints()
-    sent_column = np.zeros(len(flat.src), dtype=np.uint64)
-    wrong = []
+    n, cells = np.int64(schedule.ranks), np.int64(layout.cells)
+    # link-repeat key of every transfer in flat order; a local transfer gets
+    # a distinct negative number, so only network transfers can repeat
+    repeat_key = np.empty(flat.total if synchronous else 0, dtype=np.int64)
+    wrong: list[tuple[int, np.ndarray]] = []
 
     def observe(index, step, positions, before, incoming, after):
-        at = flat.offsets[index] + positions
-        sent_column[at] = incoming[:, COLUMN]
+        whole = len(positions) == len(step)  # then positions are 0, 1, ...: no indexing
+        pick = (lambda a: a) if whole else (lambda a: a[positions])  # noqa: E731
         a, b = before[:, COLUMN], incoming[:, COLUMN]
-        bad = (step.op[positions] == REDUCE) & (a < GARBAGE) & (b < GARBAGE) & (a != b)
-        if bad.any():
-            wrong.append(at[bad])
+        known = b < GARBAGE
+        if step.op_kinds[0]:
+            bad = (pick(step.op) == REDUCE) & (a < GARBAGE) & known & (a != b)
+            if bad.any():
+                wrong.append((index, positions[bad]))
+        if synchronous:
+            src, dst = pick(step.src).astype(np.int64), pick(step.dst)
+            identity = np.where(known, b.astype(np.int64), cells + pick(step.src_chunk))
+            key = ((flat.phase(index, step, positions) * n + src) * n + dst) * (2 * cells) + identity
+            start = int(flat.offsets[index])
+            at = slice(start, start + len(step)) if whole else start + positions
+            local = src == dst
+            if local.any():
+                key[local] = -1 - (start + positions[local])
+            repeat_key[at] = key
 
     final = run(schedule, fingerprints, observe=observe).state
-    for i in np.concatenate(wrong) if wrong else []:
-        _wrong_column(schedule, flat, int(i), found)
+    for index, positions in wrong:
+        for j in positions:
+            _wrong_column(schedule, index, int(j), found)
     if synchronous:
-        _link_repeat(schedule, flat, sent_column, found)
+        _link_repeat(schedule, flat, repeat_key, found)
+    del repeat_key
 
-    use_exact = exact if exact is not None else flat.src.size * max(schedule.ranks, 1) <= EXACT_WORK_LIMIT
+    use_exact = exact if exact is not None else flat.total * max(schedule.ranks, 1) <= EXACT_WORK_LIMIT
     failing = _outputs(schedule, final, fingerprints, use_exact, flat, found)
     if not failing:
         _ranks_disagree(schedule, final, found)
-    _bandwidth(schedule, flat, found)
+    figures = _traffic_figures(schedule, sent, received)
+    _bandwidth(schedule, figures, found)
 
     stats = {
         "steps": len(schedule.steps),
-        "transfers": int(flat.src.size),
+        "transfers": flat.total,
         "ranks": schedule.ranks,
         "chunks": schedule.chunks,
         "contributions": "exact multisets" if use_exact else "fingerprints, failures re-checked exactly",
         "violations_by_kind": dict(found.counts),
         "seconds": round(time.perf_counter() - started, 4),
     }
-    stats.update(traffic(schedule, flat))
+    stats.update(figures)
     return CheckResult(schedule, found.listed, stats)
 
 
-# -- static checks ----------------------------------------------------------------
+# -- static checks, one step at a time --------------------------------------------
 
 
 def _has_repeats(key: np.ndarray) -> bool:
@@ -198,55 +212,92 @@ def _has_repeats(key: np.ndarray) -> bool:
     return bool(np.any(ordered[1:] == ordered[:-1]))
 
 
-def _check_ranges(schedule: Schedule, flat: _Flat) -> None:
+def _most_repeats(key: np.ndarray) -> int:
+    """How often the most frequent value occurs (0 for no values)."""
+    if key.size < 2:
+        return int(key.size)
+    ordered = np.sort(key)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    return int(np.diff(starts).max())
+
+
+def _scan(schedule: Schedule, flat: _Transfers, capacity: int, synchronous: bool, found: _Collector) -> tuple[np.ndarray, np.ndarray]:
+    """Ranges (raising ScheduleError), then races and link overloads, step by
+    step; returns the chunks each rank sends and receives over links."""
+    _check_ranges(schedule, flat)
+    n = schedule.ranks
+    sent = np.zeros(n, dtype=np.int64)
+    received = np.zeros(n, dtype=np.int64)
+    races: list[Violation] = []
+    overloads = _Collector()
+    for index, step in enumerate(schedule.steps):
+        if len(step) == 0:
+            continue
+        network = step.src != step.dst
+        every = bool(network.all())
+        src = step.src if every else step.src[network]
+        dst = step.dst if every else step.dst[network]
+        sent += np.bincount(src, minlength=n)[:n]
+        received += np.bincount(dst, minlength=n)[:n]
+        if not synchronous:
+            continue
+        if not step.writes_once:
+            _races(schedule, flat, index, step, races)
+        _link_overload(schedule, flat, index, step, network, capacity, overloads)
+    for v in races:
+        found.add(v)
+    for v in overloads.listed:
+        found.add(v)
+    for kind, count in overloads.counts.items():  # those counted past the limit
+        found.counts[kind] = found.counts.get(kind, 0) + count - sum(1 for v in overloads.listed if v.kind == kind)
+    return sent, received
+
+
+def _check_ranges(schedule: Schedule, flat: _Transfers) -> None:
     """Generators and loaders validate; this guards hand-built schedules."""
     n, cells = schedule.ranks, schedule.layout.cells
-    for name, values, limit in (("src", flat.src, n), ("dst", flat.dst, n), ("src_chunk", flat.src_chunk, cells), ("dst_chunk", flat.dst_chunk, cells)):
-        bad = np.flatnonzero((values < 0) | (values >= limit))
-        if bad.size:
-            i = int(bad[0])
-            raise ScheduleError(f"step {int(flat.step[i])}: field {name!r} = {int(values[i])} is out of range 0..{limit - 1}")
+    for name, limit in (("src", n), ("dst", n), ("src_chunk", cells), ("dst_chunk", cells)):
+        for index, step in enumerate(schedule.steps):
+            values = getattr(step, name)
+            if values.size and (int(values.min()) < 0 or int(values.max()) >= limit):
+                i = int(np.flatnonzero((values < 0) | (values >= limit))[0])
+                raise ScheduleError(f"step {index}: field {name!r} = {int(values[i])} is out of range 0..{limit - 1}")
 
 
-def _races(schedule: Schedule, flat: _Flat, found: _Collector) -> None:
+def _races(schedule: Schedule, flat: _Transfers, index: int, step: Step, out: list[Violation]) -> None:
+    """Cells of one step written by several transfers, one of them a copy."""
     cells = schedule.layout.cells
-    key = (flat.step * schedule.ranks + flat.dst) * cells + flat.dst_chunk
-    if not _has_repeats(key):
-        return
+    key = step.dst.astype(np.int64) * cells + step.dst_chunk
     order = np.argsort(key, kind="stable")
     k = key[order]
     dup = np.flatnonzero(k[1:] == k[:-1])
-    if dup.size == 0:
-        return
-    starts = np.unique(np.r_[dup])  # positions in sorted order where a repeat begins
     groups: dict[int, list[int]] = {}
-    for p in starts:
+    for p in dup:
         groups.setdefault(int(k[p]), [int(order[p])]).append(int(order[p + 1]))
     for members in groups.values():
         members = sorted(set(members))
-        if not any(flat.op[i] == COPY for i in members):
+        if not any(step.op[j] == COPY for j in members):
             continue  # several reduces into one cell accumulate: fine
         first = members[0]
-        writers = ", ".join(f"{OP_NAMES[int(flat.op[i])]} from rank {int(flat.src[i])}" for i in members)
-        found.add(
+        writers = ", ".join(f"{OP_NAMES[int(step.op[j])]} from rank {int(step.src[j])}" for j in members)
+        out.append(
             Violation(
                 "race",
-                f"rank {int(flat.dst[first])}'s {schedule.layout.cell_name(int(flat.dst_chunk[first]))} is written by "
-                f"{len(members)} transfers in step {int(flat.step[first])} ({writers}); with a copy among them the "
+                f"rank {int(step.dst[first])}'s {schedule.layout.cell_name(int(step.dst_chunk[first]))} is written by "
+                f"{len(members)} transfers in step {index} ({writers}); with a copy among them the "
                 "result depends on their order",
-                step=int(flat.step[first]),
-                dst=int(flat.dst[first]),
-                details={"rank": int(flat.dst[first]), "chunk": int(flat.dst_chunk[first]), "transfers": [flat.describe(i) for i in members]},
+                step=index,
+                dst=int(step.dst[first]),
+                details={"rank": int(step.dst[first]), "chunk": int(step.dst_chunk[first]), "transfers": [step.transfer(j) for j in members]},
             )
         )
 
 
-def _link_overload(schedule: Schedule, flat: _Flat, capacity: int, found: _Collector) -> None:
-    network = flat.src != flat.dst
+def _link_overload(schedule: Schedule, flat: _Transfers, index: int, step: Step, network: np.ndarray, capacity: int, found: _Collector) -> None:
     idx = np.flatnonzero(network)
     n = schedule.ranks
-    key = (flat.step[idx] * n + flat.src[idx]) * n + flat.dst[idx]
-    if capacity >= 1 and not _has_repeats(key):
+    key = step.src[idx].astype(np.int64) * n + step.dst[idx]
+    if capacity >= 1 and _most_repeats(key) <= capacity:
         return
     unique, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     for g in np.flatnonzero(counts > capacity):
@@ -254,67 +305,66 @@ def _link_overload(schedule: Schedule, flat: _Flat, capacity: int, found: _Colle
             continue
         members = idx[inverse == g]
         first = int(members[0])
-        chunks = sorted({int(flat.src_chunk[i]) for i in members})
+        chunks = sorted({int(step.src_chunk[j]) for j in members})
         found.add(
             Violation(
                 "link-overload",
-                f"link {int(flat.src[first])}->{int(flat.dst[first])} carries {int(counts[g])} chunks in step "
-                f"{int(flat.step[first])} (chunks {', '.join(map(str, chunks))}); its capacity is {capacity} per step",
-                step=int(flat.step[first]),
-                src=int(flat.src[first]),
-                dst=int(flat.dst[first]),
+                f"link {int(step.src[first])}->{int(step.dst[first])} carries {int(counts[g])} chunks in step "
+                f"{index} (chunks {', '.join(map(str, chunks))}); its capacity is {capacity} per step",
+                step=index,
+                src=int(step.src[first]),
+                dst=int(step.dst[first]),
                 details={"chunks": chunks, "count": int(counts[g]), "capacity": capacity},
             )
         )
 
 
-def _wrong_column(schedule: Schedule, flat: _Flat, i: int, found: _Collector) -> None:
+def _wrong_column(schedule: Schedule, index: int, j: int, found: _Collector) -> None:
     name = schedule.layout.cell_name
-    src, dst = int(flat.src[i]), int(flat.dst[i])
+    step = schedule.steps[index]
+    src, dst = int(step.src[j]), int(step.dst[j])
     found.add(
         Violation(
             "wrong-column",
-            f"step {int(flat.step[i])}: rank {dst} added rank {src}'s {name(int(flat.src_chunk[i]))} into its "
-            f"{name(int(flat.dst_chunk[i]))}; a chunk may only be added into the same column",
-            step=int(flat.step[i]),
+            f"step {index}: rank {dst} added rank {src}'s {name(int(step.src_chunk[j]))} into its "
+            f"{name(int(step.dst_chunk[j]))}; a chunk may only be added into the same column",
+            step=index,
             src=src,
             dst=dst,
-            details={"src_chunk": int(flat.src_chunk[i]), "dst_chunk": int(flat.dst_chunk[i])},
+            details={"src_chunk": int(step.src_chunk[j]), "dst_chunk": int(step.dst_chunk[j])},
         )
     )
 
 
-def _link_repeat(schedule: Schedule, flat: _Flat, sent_column: np.ndarray, found: _Collector) -> None:
+def _link_repeat(schedule: Schedule, flat: _Transfers, key: np.ndarray, found: _Collector) -> None:
     """Key: (phase, src, dst, what was sent). What was sent is the column its
     contributions started in, so a chunk relayed through scratch cells is
-    still the same chunk; a mixed or uninitialised value falls back to its cell."""
-    network = np.flatnonzero(flat.src != flat.dst)
-    if network.size == 0:
-        return
-    n = np.int64(schedule.ranks)
-    cells = np.int64(schedule.layout.cells)
-    column = sent_column[network]
-    identity = np.where(column < GARBAGE, column.astype(np.int64), cells + flat.src_chunk[network].astype(np.int64))
-    key = ((flat.phase[network].astype(np.int64) * n + flat.src[network]) * n + flat.dst[network]) * (2 * cells) + identity
+    still the same chunk; a mixed or uninitialised value falls back to its
+    cell. ``key`` holds one per transfer in flat order (negative and
+    distinct for local transfers)."""
     if not _has_repeats(key):
         return
+    cells = schedule.layout.cells
     order = np.argsort(key, kind="stable")
     k = key[order]
     for p in np.flatnonzero(k[1:] == k[:-1]):
-        first, again = int(network[order[p]]), int(network[order[p + 1]])
+        first, again = int(order[p]), int(order[p + 1])
         if found.full("link-repeat"):
             continue
-        chunk = int(identity[order[p]]) if identity[order[p]] < cells else int(flat.src_chunk[first])
-        phase = flat.phase_names[int(flat.phase[first])]
+        identity = int(k[p]) % (2 * cells)
+        step_first, j = flat.locate(first)
+        step = schedule.steps[step_first]
+        chunk = identity if identity < cells else int(step.src_chunk[j])
+        phase = flat.phase_names[int(np.ravel(flat.phase(step_first, step, [j]))[0])]
         found.add(
             Violation(
                 "link-repeat",
-                f"{schedule.layout.cell_name(chunk)} crosses link {int(flat.src[first])}->{int(flat.dst[first])} twice in "
-                f"phase {phase!r}: in step {int(flat.step[first])} and again in step {int(flat.step[again])}",
-                step=int(flat.step[again]),
-                src=int(flat.src[first]),
-                dst=int(flat.dst[first]),
-                details={"chunk": chunk, "phase": phase, "first_step": int(flat.step[first])},
+                f"{schedule.layout.cell_name(chunk)} crosses link {int(step.src[j])}->{int(step.dst[j])} twice in "
+                f"phase {phase!r}: in step {step_first} and again in step {flat.locate(again)[0]}",
+                step=flat.locate(again)[0],
+                src=int(step.src[j]),
+                dst=int(step.dst[j]),
+                details={"chunk": chunk, "phase": phase, "first_step": step_first},
             )
         )
 
@@ -322,11 +372,11 @@ def _link_repeat(schedule: Schedule, flat: _Flat, sent_column: np.ndarray, found
 # -- the postcondition ----------------------------------------------------------------
 
 
-def _outputs(schedule: Schedule, final: np.ndarray, fingerprints: Fingerprints, use_exact: bool, flat: _Flat, found: _Collector) -> bool:
+def _outputs(schedule: Schedule, final: np.ndarray, fingerprints: Fingerprints, use_exact: bool, flat: _Transfers, found: _Collector) -> bool:
     """Compare every output cell with the spec; report; return whether any failed."""
     layout = schedule.layout
     n = schedule.ranks
-    leaves = [fingerprints.additive(rows) for rows in fingerprints.leaf_rows(schedule)]
+    leaves = fingerprints.leaf_rows(schedule, lanes=COUNT + 1)  # the additive lanes
     expected = expected_outputs(schedule, leaves)
     failing: list[tuple[int, int, int]] = []  # (rank, output element, cell)
     for r in range(n):
@@ -479,17 +529,24 @@ def _chunks(chunks) -> str:
     return ("chunk " if len(chunks) == 1 else "chunks ") + ", ".join(map(str, chunks))
 
 
-def _last_writes(schedule: Schedule, flat: _Flat) -> dict[tuple[int, int], int]:
-    last: dict[tuple[int, int], int] = {}
-    if flat.src.size:
-        key = flat.dst.astype(np.int64) * schedule.layout.cells + flat.dst_chunk
-        order = np.argsort(key, kind="stable")
-        k = key[order]
-        ends = np.r_[np.flatnonzero(k[1:] != k[:-1]), k.size - 1]
-        for e in ends:
-            i = order[e]
-            last[(int(flat.dst[i]), int(flat.dst_chunk[i]))] = int(flat.step[i])
-    return last
+class _LastWrites:
+    """The last step that writes each cell (``get((rank, cell))``, None if none)."""
+
+    def __init__(self, schedule: Schedule):
+        self.cells = schedule.layout.cells
+        self.step = np.full(schedule.ranks * self.cells, -1, dtype=np.int64)
+        for index, step in enumerate(schedule.steps):
+            if len(step):
+                self.step[step.dst.astype(np.int64) * self.cells + step.dst_chunk] = index
+
+    def get(self, key: tuple[int, int]) -> int | None:
+        rank, cell = key
+        found = int(self.step[rank * self.cells + cell])
+        return None if found < 0 else found
+
+
+def _last_writes(schedule: Schedule, flat: _Transfers) -> _LastWrites:
+    return _LastWrites(schedule)
 
 
 def exact_cells(schedule: Schedule, targets: list[tuple[int, int]]) -> dict[tuple[int, int], Contributions]:
@@ -534,7 +591,11 @@ def _ranks_disagree(schedule: Schedule, final: np.ndarray, found: _Collector) ->
     if schedule.collective != "allreduce" or schedule.ranks < 2:
         return
     layout = schedule.layout
-    shapes = np.stack([final[r, layout.outputs[r], SHAPE] for r in range(schedule.ranks)])
+    outputs = layout.outputs
+    if all(o is outputs[0] for o in outputs):  # the default layouts share one array
+        shapes = final[:, outputs[0], SHAPE]
+    else:
+        shapes = np.stack([final[r, outputs[r], SHAPE] for r in range(schedule.ranks)])
     differ = np.flatnonzero(np.any(shapes != shapes[0], axis=0))
     for k in differ[:LIST_LIMIT]:
         column = shapes[:, k]
@@ -550,13 +611,20 @@ def _ranks_disagree(schedule: Schedule, final: np.ndarray, found: _Collector) ->
         )
 
 
-def traffic(schedule: Schedule, flat: _Flat | None = None) -> dict:
+def traffic(schedule: Schedule) -> dict:
     """Per-rank chunks sent and received over links, as fractions of the vector."""
-    flat = flat or _Flat.of(schedule)
-    network = flat.src != flat.dst
     n = schedule.ranks
-    sent = np.bincount(flat.src[network], minlength=n)[:n]
-    received = np.bincount(flat.dst[network], minlength=n)[:n]
+    sent = np.zeros(n, dtype=np.int64)
+    received = np.zeros(n, dtype=np.int64)
+    for step in schedule.steps:
+        network = step.src != step.dst
+        sent += np.bincount(step.src[network], minlength=n)[:n]
+        received += np.bincount(step.dst[network], minlength=n)[:n]
+    return _traffic_figures(schedule, sent, received)
+
+
+def _traffic_figures(schedule: Schedule, sent: np.ndarray, received: np.ndarray) -> dict:
+    n = schedule.ranks
     busiest = int(np.argmax(np.maximum(sent, received))) if n else 0
     vector = schedule.chunks
     return {
@@ -568,8 +636,7 @@ def traffic(schedule: Schedule, flat: _Flat | None = None) -> dict:
     }
 
 
-def _bandwidth(schedule: Schedule, flat: _Flat, found: _Collector) -> None:
-    figures = traffic(schedule, flat)
+def _bandwidth(schedule: Schedule, figures: dict, found: _Collector) -> None:
     bound, moved = figures["lower_bound_traffic"], figures["busiest_rank_traffic"]
     if schedule.ranks > 1 and moved > bound * (1 + 1e-9):
         found.add(

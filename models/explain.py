@@ -156,7 +156,7 @@ def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]
     return [line(header)] + [line(r) for r in rows]
 
 
-def _transfer_line(schedule: Schedule, t: dict) -> str:
+def transfer_line(schedule: Schedule, t: dict) -> str:
     name = schedule.layout.cell_name
     what = f"rank {t['src']} -> rank {t['dst']}: {name(t['src_chunk'])}"
     if t["op"] == "reduce":
@@ -179,7 +179,7 @@ def render(explanation: Explanation, markdown: bool = False) -> str:
     for hop in explanation.hops:
         label = f"Hop {hop['hop']}" + (f" ({hop['phase']})" if hop["phase"] else "")
         out.append(h(label))
-        out += [("- " if markdown else "  ") + _transfer_line(s, t) for t in hop["transfers"]]
+        out += [("- " if markdown else "  ") + transfer_line(s, t) for t in hop["transfers"]]
         out.append("")
         out += _table(s, hop["state"], hop["sets"], markdown)
     if explanation.routes:

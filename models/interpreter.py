@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .algebras import Algebra
-from .schedule import COPY, Schedule, Step
+from .schedule import COPY, INDEX, Schedule, Step
 
 #: observe(step_index, step, positions, before, incoming, after): called for
 #: every group of transfers applied together; ``positions`` index the step's
@@ -87,18 +87,23 @@ def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index
     axes are merged into one (``flat[rank * cells + cell]``)."""
     if len(step) == 0:
         return
-    source = step.src * cells + step.src_chunk
-    target = step.dst * cells + step.dst_chunk
+    source = step.src.astype(INDEX) * cells + step.src_chunk
+    target = step.dst.astype(INDEX) * cells + step.dst_chunk
     incoming_all = flat[source]  # read everything first
-    for positions in step.rounds:
-        whole = len(positions) == len(step)
+    if step.writes_once:  # the common case: one group, no per-group indexing
+        groups = [None]
+    else:
+        groups = step.rounds
+    for positions in groups:
+        whole = positions is None
         at = target if whole else target[positions]
         incoming = incoming_all if whole else incoming_all[positions]
         ops = step.op if whole else step.op[positions]
         before = flat[at]
-        if not ops.any():
+        kinds = step.op_kinds if whole else (bool(ops.any()), not ops.all())
+        if not kinds[0]:
             after = incoming
-        elif ops.all():
+        elif not kinds[1]:
             after = algebra.combine(before, incoming)
         else:
             after = before.copy()
@@ -107,4 +112,4 @@ def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index
             after[~copy] = algebra.combine(before[~copy], incoming[~copy])
         flat[at] = after
         if observe is not None:
-            observe(index, step, positions, before, incoming, after)
+            observe(index, step, np.arange(len(step)) if whole else positions, before, incoming, after)

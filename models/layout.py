@@ -47,8 +47,57 @@ def default_owner(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(range(r * k, (r + 1) * k)) for r in range(n))
 
 
+def owner_problem(owner, ranks: int, chunks: int) -> str | None:
+    """What is wrong with a declared reduce_scatter ``owner``, or None.
+
+    The spec's ``reduce_scatter_v`` gives rank r one contiguous block of
+    ``counts[r]`` chunks (0 allowed), the blocks in rank order tiling the
+    vector. A declared owner may rename the ranks (the ``ring-seed``
+    schedule ends with rank r holding chunk r + 1: a rotation of whole
+    blocks), nothing more. So ``owner`` must have one entry per rank, each
+    entry one run of consecutive chunks in increasing order (or empty), and
+    the runs together must give every chunk to exactly one rank. Blocks may
+    differ in size, as ``reduce_scatter_v``'s counts may.
+
+    >>> owner_problem([[1], [2], [0]], 3, 3) is None
+    True
+    >>> owner_problem([[0], [0], [0]], 3, 3)
+    "field 'owner' must give every chunk to exactly one rank: chunk 0 goes to ranks 0, 1, 2; chunks 1, 2 to no rank"
+    >>> owner_problem([[0, 2], [1], []], 3, 3)
+    "field 'owner': rank 0's chunks 0, 2 are not one block of consecutive chunks in increasing order"
+    """
+    if len(owner) != ranks:
+        return f"field 'owner' must list one block of chunks per rank: {ranks} entries, got {len(owner)}"
+    holders: list[list[int]] = [[] for _ in range(chunks)]
+    for rank, block in enumerate(owner):
+        for chunk in block:
+            if not 0 <= chunk < chunks:
+                return f"field 'owner': rank {rank}'s chunk {chunk} is out of range 0..{chunks - 1}"
+            holders[chunk].append(rank)
+    shared = [(c, h) for c, h in enumerate(holders) if len(h) > 1]
+    unowned = [c for c, h in enumerate(holders) if not h]
+    if shared or unowned:
+        parts = [f"chunk {c} goes to ranks {', '.join(map(str, h))}" for c, h in shared[:1]]
+        if unowned:
+            parts.append(f"{'chunks' if len(unowned) > 1 else 'chunk'} {', '.join(map(str, unowned))} to no rank")
+        return f"field 'owner' must give every chunk to exactly one rank: {'; '.join(parts)}"
+    for rank, block in enumerate(owner):
+        if block and list(block) != list(range(block[0], block[0] + len(block))):
+            return (f"field 'owner': rank {rank}'s chunks {', '.join(map(str, block))} are not one block of "
+                    "consecutive chunks in increasing order")
+    return None
+
+
 def owner_of(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
-    return schedule.owner if schedule.owner is not None else default_owner(schedule)
+    """The chunks each rank must end with: the declared ``owner`` (checked
+    by :func:`owner_problem`; :class:`ScheduleError` if it fails) or
+    :func:`default_owner`."""
+    if schedule.owner is None:
+        return default_owner(schedule)
+    problem = owner_problem(schedule.owner, schedule.ranks, schedule.chunks)
+    if problem:
+        raise ScheduleError(f"{schedule.label()}: {problem}")
+    return schedule.owner
 
 
 def default_layout(schedule: Schedule) -> Layout:

@@ -32,6 +32,20 @@ OP_NAMES = {COPY: "copy", REDUCE: "reduce"}
 OP_CODES = {"copy": COPY, "reduce": REDUCE}
 
 INDEX = np.int64  # dtype of ranks and cell numbers (int64: flat cell indices never overflow)
+#: what :meth:`Step.of` stores ranks and cell numbers in when they fit: half the
+#: memory of INDEX for the 33 million transfers of a 4096-rank ring. Code that
+#: multiplies them (flat cell indices) widens to INDEX first.
+STEP_INDEX = np.int32
+_STEP_INDEX_MAX = np.iinfo(STEP_INDEX).max
+
+
+def _fits_step_index(a: np.ndarray) -> bool:
+    """Whether every value of ``a`` is exactly representable in STEP_INDEX."""
+    if a.size == 0 or np.can_cast(a.dtype, STEP_INDEX):
+        return True
+    if a.dtype.kind not in "iu":
+        return False  # floats, bools, objects: let INDEX's cast decide, as before
+    return -_STEP_INDEX_MAX <= int(a.min()) and int(a.max()) <= _STEP_INDEX_MAX
 
 
 def transfer_dict(columns, i: int) -> dict:
@@ -67,8 +81,11 @@ class Step:
         if isinstance(op, str):
             op = OP_CODES[op]
         arrays = np.broadcast_arrays(*(np.asarray(a) for a in (src, dst, src_chunk, dst_chunk, op)))
-        src, dst, sc, dc, ops = (np.ascontiguousarray(a.ravel()) for a in arrays)
-        return cls(src.astype(INDEX), dst.astype(INDEX), sc.astype(INDEX), dc.astype(INDEX), ops.astype(np.int8), phase, name)
+        src, dst, sc, dc, ops = (a.ravel() for a in arrays)
+        index = [src, dst, sc, dc]
+        kind = STEP_INDEX if all(_fits_step_index(a) for a in index) else INDEX
+        src, dst, sc, dc = (np.ascontiguousarray(a, dtype=kind) for a in index)
+        return cls(src, dst, sc, dc, np.ascontiguousarray(ops, dtype=np.int8), phase, name)
 
     @classmethod
     def concat(cls, steps: list["Step"], phase: str | None = None, name: str | None = None) -> "Step":
@@ -89,6 +106,21 @@ class Step:
         return transfer_dict(self, i)
 
     @cached_property
+    def op_kinds(self) -> tuple[bool, bool]:
+        """(whether any transfer reduces, whether any copies)."""
+        reduces = int(np.count_nonzero(self.op))  # any non-copy code reduces, as the interpreter reads it
+        return reduces > 0, reduces < len(self.op)
+
+    @cached_property
+    def writes_once(self) -> bool:
+        """Whether no two transfers write one cell (then :attr:`rounds` is
+        one group, every transfer)."""
+        if len(self.src) < 2:
+            return True
+        key = np.sort(self.dst.astype(INDEX) * (int(self.dst_chunk.max()) + 1) + self.dst_chunk)
+        return not bool(np.any(key[1:] == key[:-1]))
+
+    @cached_property
     def rounds(self) -> list[np.ndarray]:
         """Transfer positions grouped so that no two in a group write one cell.
 
@@ -99,10 +131,9 @@ class Step:
         n = len(self.src)
         if n == 0:
             return []
-        key = self.dst.astype(np.int64) * (int(self.dst_chunk.max()) + 1) + self.dst_chunk
-        sorted_key = np.sort(key)
-        if not np.any(sorted_key[1:] == sorted_key[:-1]):
+        if self.writes_once:
             return [np.arange(n)]  # the common case: every target written once
+        key = self.dst.astype(INDEX) * (int(self.dst_chunk.max()) + 1) + self.dst_chunk
         order = np.argsort(key, kind="stable")
         sorted_key = key[order]
         starts = np.r_[0, np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1]
@@ -150,7 +181,10 @@ class Schedule:
     ``chunks`` is the number of equal chunks the vector is cut into (and,
     with the default layout, the number of cells per rank). ``owner`` (for
     reduce_scatter) lists, per rank, the chunks it must end with; by default
-    rank r owns block r of chunks/ranks chunks. ``link_capacity`` is how many
+    rank r owns block r of chunks/ranks chunks. A declared owner must give
+    every chunk to exactly one rank, one block of consecutive chunks per rank
+    (:func:`collspec.models.layout.owner_problem`), else using the schedule
+    raises ScheduleError. ``link_capacity`` is how many
     chunks one directed link carries in one step. ``layout`` defaults to
     :func:`collspec.models.layout.default_layout`.
     """

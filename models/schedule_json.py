@@ -23,7 +23,7 @@ import numpy as np
 
 from ..spec.collectives import collective_name
 from ..spec.errors import SpecError
-from .layout import ScheduleError
+from .layout import ScheduleError, owner_problem
 from .schedule import OP_CODES, OP_NAMES, Schedule, Step
 
 MAX_RANKS = 1 << 16
@@ -171,6 +171,9 @@ def _owner(raw: Any, collective: str, ranks: int, chunks: int, fail) -> tuple[tu
     for r, entry in enumerate(raw):
         entries = entry if isinstance(entry, list) else [entry]
         owner.append(tuple(_integer(c, "owner", 0, chunks - 1, fail, f"owner of rank {r}") for c in entries))
+    problem = owner_problem(owner, ranks, chunks)
+    if problem:
+        raise fail(problem)
     return tuple(owner)
 
 

@@ -155,7 +155,9 @@ def two_ranks_agree(dtype: str, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
     """For N = 2 the ring's result is the rank-order sum, for all inputs
     that are not NaN: each chunk is one addition, and IEEE addition
     commutes. Premises: no input is NaN (Z3 has a single NaN; payloads are
-    not modelled)."""
+    not modelled). Z3's simplifier already orders the operands of each sum
+    the same way, so the claim simplifies to True: the result is
+    ``trivial`` (true by the definition of IEEE addition), not a proof."""
     schedule = generate("ring", "allreduce", 2)
     leaves, final, expected = ring_and_rank_order(schedule, dtype)
     claim = z3.And([final[rank, cell] == expected[rank][cell] for rank in range(2) for cell in range(schedule.chunks)])

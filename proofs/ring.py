@@ -1,19 +1,21 @@
 """The ring all-reduce is right for every N >= 2: proofs about models/' own code.
 
-Each proof evaluates the functions :mod:`collspec.models.generators.ring`
-builds its steps from (:class:`RingCode`: the owner, the per-hop transfer
-functions of :mod:`collspec.models.indexing`, the hop count and the op of
-each phase) on Z3 integers N, r, s, ... and asks Z3 whether a property holds
-for all of them. Nothing here restates an index formula: change the code and
-the proofs see the change (the mutation tests do exactly that).
+Each proof evaluates the ring all-reduce's transfer function, the one the
+generator enumerates (:class:`RingCode` reads
+:func:`collspec.models.generators.ring.allreduce_program` phase by phase:
+steps 0 .. hops(N)-1 are the reduce-scatter, the next hops(N) the
+all-gather), on Z3 integers N, r, s, ... and asks Z3 whether a property holds
+for all of them. Which ranks send at which step, the step count, the chunk
+count and each phase's op are all read from that function, so a change
+anywhere in the generator is seen by the proofs (the mutation tests plant
+such changes). Facts that hold by the function's definition (one slot per
+rank, every slot active, 2 hops(N) steps) are still asked, and reported as
+re-reading a definition, not counted as proofs.
 
 Premises shared by every proof, in words:
 
 - N >= 2 ranks form the directed ring; the link into rank q comes from the
   rank b with (q - b) mod N = 1 (this is the topology, not the algorithm);
-- the generator makes, at every hop of each phase, exactly one transfer per
-  rank r = 0..N-1, namely ``transfer(owner, r, s, N)``, and cuts the vector
-  into N chunks (one per rank);
 - steps are synchronous: a transfer reads the sender's cell as it was at the
   start of the hop (the interpreter's semantics), and sending never changes
   the sender's cell.

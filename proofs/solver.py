@@ -122,8 +122,8 @@ def run_queries(queries: Iterable[Query | Callable[[], Outcome]], timeout_ms: in
         if not outcome.ok:
             outcome.queries = ran
             return outcome
-    proved = sum(1 for _, status, _ in ran if status == PROVED)
-    trivial = len(ran) - proved
+    trivial = sum(1 for _, status, _ in ran if status == TRIVIAL)
+    proved = len(ran) - trivial
     if proved == 0:
         return Outcome(TRIVIAL, "every query only re-reads a definition: not a proof", queries=ran)
     return Outcome(PROVED, f"{proved} queries" + (f" ({trivial} re-reading a definition, not counted)" if trivial else ""), queries=ran)

@@ -139,7 +139,7 @@ from .collectives import (
 from .contributions import Contributions, complete, symbolic_inputs
 from .dtypes import DTYPES, as_dtype, dtype_name, is_float, is_integer, unit_roundoff
 from .errors import CollspecError, SpecError
-from .ops import OPS
+from .ops import ALL_OPS, NONCOMMUTATIVE, OPS, affine_map, defined_for, split_map
 from .violations import KINDS, Violation
 
 __all__ = [
@@ -150,6 +150,11 @@ __all__ = [
     "DTYPES",
     "KINDS",
     "OPS",
+    "ALL_OPS",
+    "NONCOMMUTATIVE",
+    "affine_map",
+    "defined_for",
+    "split_map",
     "SpecError",
     "Violation",
     "all_gather",

@@ -22,7 +22,7 @@ import numpy as np
 from . import kernel
 from .dtypes import DTYPES, dtype_name, is_supported, is_symbolic
 from .errors import SpecError
-from .ops import OPS, combiner, finish, widen
+from .ops import ALL_OPS, combiner, defined_for, finish, widen
 
 Rows = list[np.ndarray]
 
@@ -76,8 +76,10 @@ def _require_splittable(rows: Rows, collective: str) -> None:
 
 
 def _require_op(op: str, rows: Rows, collective: str) -> None:
-    if op not in OPS:
-        raise SpecError(f"{collective}: op {op!r} is not one of {', '.join(OPS)}", field="op")
+    if op not in ALL_OPS:
+        raise SpecError(f"{collective}: op {op!r} is not one of {', '.join(ALL_OPS)}", field="op")
+    if not is_symbolic(rows[0].dtype) and not defined_for(op, rows[0].dtype):
+        raise SpecError(f"{collective}: op {op!r} is defined on integer types only, not {rows[0].dtype}", field="op")
     if is_symbolic(rows[0].dtype) and op != "sum":
         raise SpecError(
             f"{collective}: symbolic (object) inputs combine with '+' only; pass op='sum'", field="op"

@@ -31,6 +31,8 @@ KINDS = (
     "hang",
     "crash",
     "unsupported",
+    "operand-order",  # a non-commutative reduction combined the ranks' operands out of rank order
+    "not-reproducible",  # the same inputs gave different bits on another call (a warning)
     "lint",  # format drift and executor limits in MSCCL files (always a warning)
 )
 

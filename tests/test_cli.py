@@ -93,3 +93,26 @@ def test_cost_reproduces_the_reference_table():
     assert sum("2P = 120 GB" in line for line in lines) == 3
     hub = run("cost", "--algorithm", "hub", "--ranks", "4,100", "--dedicated-hub")
     assert "8P" in hub.stdout and "200P" in hub.stdout
+
+
+def test_check_passes_generator_options_and_refuses_bad_ones(tmp_path):
+    import json
+
+    steps = {}
+    for size in (4, 2):
+        result = run("check", "-a", "hierarchical-ring", "-n", "16", "--option", f"group_size={size}", "--json", str(tmp_path / f"{size}.json"))
+        assert result.returncode == 0, result.stderr
+        steps[size] = json.loads((tmp_path / f"{size}.json").read_text())["stats"]["steps"]
+    assert steps == {4: 2 * 3 + 2 * 3, 2: 2 * 1 + 2 * 7}  # 2(L - 1) + 2(G - 1) hops
+    for args, words in [
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=5"), "hierarchical-ring allreduce: group size 5 does not divide 16 ranks"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=0"), "--option 'group_size=0': group_size must be at least 1 for 16 ranks"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=x"), "--option 'group_size=x': group_size must be an integer"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks"),
+        (("-a", "ring", "-n", "16", "--option", "group_size=4"), "--option group_size: ring allreduce takes no options"),
+        (("-a", "ring", "-c", "broadcast", "-n", "8", "--option", "root=8"), "--option 'root=8': root must be 0..7 for 8 ranks"),
+        ((str(ZOO / "ring4-wrong-column.json"), "--option", "root=1"), "--option is for --algorithm, not a FILE"),
+    ]:
+        result = run("check", *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr, result.stderr

@@ -115,17 +115,46 @@ def test_after_too_many_restarts_the_remaining_cases_are_not_run(monkeypatch):
     assert result.result.restarts == 1 and result.report().stats["not_run"] == 2
 
 
-def test_a_backend_that_raises_is_a_crash_with_the_exception(tmp_path):
-    raising = tmp_path / "raising.py"
-    raising.write_text(
+def test_an_exception_fails_its_case_only_and_names_the_ranks_that_raised():
+    result = run("raises_on_large.py:RaisesOnLarge", sizes=(5, 1009, 8, 2000, 3))
+    assert [o.status for o in result.outcomes] == ["pass", "crash", "pass", "crash", "pass"]
+    assert result.result.restarts == 0  # every rank returned: nothing to restart
+    for violation, size in zip(result.violations, (1009, 2000)):
+        assert violation.kind == "crash" and violation.details["ranks"] == [1, 3] and violation.details["size"] == size
+        assert violation.details["reason"].startswith("RuntimeError: The size of tensor a (1000) must match the size of tensor b")
+        assert violation.message.startswith(f"allreduce/int32/sum/n={size}/inplace/tally/seed=0: rank(s) 1, 3 raised RuntimeError: ")
+    assert result.report().exit_code == 1
+
+
+def write_backend(tmp_path, condition: str) -> str:
+    """A backend whose all-reduce raises, before communicating, where ``condition`` holds."""
+    path = tmp_path / "raising.py"
+    path.write_text(
         "import torch.distributed as dist\n\n"
         "class Raising:\n"
         "    def __init__(self, rank, world_size):\n        self.rank = rank\n\n"
         "    def all_reduce(self, tensor, op='sum'):\n"
-        "        if self.rank == 1:\n            raise RuntimeError('ring buffer exhausted')\n"
+        f"        if {condition}:\n            raise RuntimeError('ring buffer exhausted')\n"
         "        dist.all_reduce(tensor)\n"
     )
-    result = conform(f"{raising}:Raising", 4, "default", collectives=["allreduce"], dtypes=["int32"], ops=["sum"], sizes=[5])
+    return f"{path}:Raising"
+
+
+def test_every_rank_raising_before_communicating_restarts_nothing(tmp_path):
+    result = conform(write_backend(tmp_path, "tensor.numel() == 5"), 4, "default", collectives=["allreduce"],
+                     dtypes=["int32"], ops=["sum"], sizes=[5, 8])
+    assert [o.status for o in result.outcomes] == ["crash", "pass"]
     (violation,) = result.violations
-    assert violation.kind == "crash" and violation.details["ranks"] == [1]
-    assert "rank 1 raised RuntimeError: ring buffer exhausted" in violation.message
+    assert violation.details["ranks"] == [0, 1, 2, 3] and result.result.restarts == 0
+    assert violation.message == "allreduce/int32/sum/n=5/inplace/tally/seed=0: rank(s) 0, 1, 2, 3 raised RuntimeError: ring buffer exhausted"
+
+
+def test_a_rank_that_raises_while_its_peers_wait_is_a_crash_and_they_restart(tmp_path):
+    result = conform(write_backend(tmp_path, "self.rank == 1 and tensor.numel() == 5"), 4, "default",
+                     collectives=["allreduce"], dtypes=["int32"], ops=["sum"], sizes=[5, 8], timeout=3)
+    assert [o.status for o in result.outcomes] == ["crash", "pass"]
+    (violation,) = result.violations
+    assert violation.kind == "crash" and violation.details["ranks"] == [1] and violation.details["waiting"] == [0, 2, 3]
+    assert violation.message == ("allreduce/int32/sum/n=5/inplace/tally/seed=0: rank(s) 1 raised RuntimeError: ring buffer exhausted; "
+                                 "rank(s) 0, 2, 3 did not finish within 3 s (waiting in the collective for them)")
+    assert result.result.restarts == 1  # the waiting ranks hang: only they need the restart

@@ -66,3 +66,33 @@ def test_local_reduce_between_cells_is_a_wrong_column(exact):
     result = check(local, exact=exact)
     kinds = [v.kind for v in result.violations]
     assert kinds[0] == "wrong-column" and "rank 0 added rank 0's chunk 1 into its chunk 0" in result.violations[0].message
+
+
+def test_a_link_over_its_capacity_in_a_hierarchical_ring_is_named_per_step_and_link():
+    # 4 groups of 4: every intra-group hop moves a block of 4 chunks over each link
+    schedule = generate("hierarchical-ring", "allreduce", 16, group_size=4)
+    assert check(schedule).ok
+    result = check(schedule, link_capacity=3)
+    overloads = [v for v in result.violations if v.kind == "link-overload"]
+    assert len(overloads) == 2 * 3 * 16  # 2(L - 1) intra hops, 16 links each
+    assert overloads[0].message == "link 0->1 carries 4 chunks in step 0 (chunks 12, 13, 14, 15); its capacity is 3 per step"
+    assert {v.step for v in overloads} == set(range(3)) | set(range(9, 12))
+
+
+def test_a_repeated_hop_in_a_fingerprinted_ring_is_a_link_repeat_per_link():
+    ring = generate("ring", "allreduce", 128)
+    again = replace(ring, steps=ring.steps[:4] + (ring.steps[3],) + ring.steps[4:])
+    result = check(again)
+    assert result.stats["contributions"].startswith("fingerprints")
+    repeats = [v for v in result.violations if v.kind == "link-repeat"]
+    assert len(repeats) == 128
+    # rank 0 sends chunk (0 - 1 - 3) % 128 = 124 at hop 3
+    assert repeats[0].message == "chunk 124 crosses link 0->1 twice in phase 'reduce-scatter': in step 3 and again in step 4"
+    assert "duplicate-contribution" in result.kinds()
+
+
+def test_steps_store_int32_when_the_numbers_fit_and_int64_when_not():
+    small = Step.of(np.arange(4), 1, [0, 1, 2, 3], 0, COPY)
+    assert small.src.dtype == np.int32 and small.dst.dtype == np.int32 and small.op.dtype == np.int8
+    large = Step.of([0], [1], [2**31], [0], REDUCE)
+    assert large.src_chunk.dtype == np.int64 and int(large.src_chunk[0]) == 2**31

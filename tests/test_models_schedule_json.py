@@ -4,6 +4,9 @@ with the file, the step, the transfer and the field."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from dataclasses import replace
 
 import pytest
 
@@ -64,6 +67,12 @@ MALFORMED = [
     (doc(collective="reduce_scatter", chunks=3), "f.json: a reduce_scatter schedule needs chunks divisible by ranks (got 3 chunks for 2 ranks) or an explicit \"owner\""),
     (doc(collective="reduce_scatter", owner=[0]), "f.json: field 'owner' must list one chunk (or a list of chunks) per rank: 2 entries"),
     (doc(collective="reduce", root=2), "f.json: field 'root' = 2 is out of range 0..1"),
+    # a reduce_scatter's owners must give every chunk to exactly one rank, one block each
+    (doc(collective="reduce_scatter", chunks=2, owner=[[], []]), "f.json: field 'owner' must give every chunk to exactly one rank: chunks 0, 1 to no rank"),
+    (doc(collective="reduce_scatter", chunks=2, owner=[0, 0]), "f.json: field 'owner' must give every chunk to exactly one rank: chunk 0 goes to ranks 0, 1; chunk 1 to no rank"),
+    (doc(collective="reduce_scatter", chunks=2, owner=[[0, 1], [1]]), "f.json: field 'owner' must give every chunk to exactly one rank: chunk 1 goes to ranks 0, 1"),
+    (doc(collective="reduce_scatter", ranks=3, chunks=3, owner=[[0, 2], [1], []]), "f.json: field 'owner': rank 0's chunks 0, 2 are not one block of consecutive chunks in increasing order"),
+    (doc(collective="reduce_scatter", ranks=3, chunks=3, owner=[[2, 1], [0], []]), "f.json: field 'owner': rank 0's chunks 2, 1 are not one block of consecutive chunks in increasing order"),
 ]
 
 
@@ -80,3 +89,47 @@ def test_unreadable_file(tmp_path):
     (tmp_path / "bin.json").write_bytes(b"\xff\xfe")
     with pytest.raises(ScheduleFormatError, match="not UTF-8 text"):
         load(str(tmp_path / "bin.json"))
+
+
+# Declared owners the spec allows: block r (the default), renamed ranks (ring-seed's rotation),
+# blocks of different sizes and empty blocks (reduce_scatter_v's counts may differ and be 0).
+VALID_OWNERS = [
+    (2, 2, [0, 1]),
+    (3, 3, [[1], [2], [0]]),
+    (2, 5, [[0, 1, 2], [3, 4]]),
+    (3, 4, [[2, 3], [], [0, 1]]),
+]
+
+
+@pytest.mark.parametrize("ranks, chunks, owner", VALID_OWNERS)
+def test_owners_that_partition_the_chunks_into_blocks_load(ranks, chunks, owner):
+    schedule = loads(json.dumps({"collective": "reduce_scatter", "ranks": ranks, "chunks": chunks, "owner": owner, "steps": []}))
+    assert [list(o) for o in schedule.owner] == [o if isinstance(o, list) else [o] for o in owner]
+
+
+def test_a_schedule_built_in_code_with_a_bad_owner_is_refused_where_it_is_used():
+    from collspec.models.layout import ScheduleError
+
+    schedule = replace(generate("ring", "reduce_scatter", 3), owner=((0,), (0,), (0,)))
+    with pytest.raises(ScheduleError, match=r"field 'owner' must give every chunk to exactly one rank: chunk 0 goes to ranks 0, 1, 2; chunks 1, 2 to no rank$"):
+        check(schedule)
+
+
+BAD_OWNER_FILES = [
+    ([[], [], []], "field 'owner' must give every chunk to exactly one rank: chunks 0, 1, 2 to no rank"),
+    ([0, 0, 0], "field 'owner' must give every chunk to exactly one rank: chunk 0 goes to ranks 0, 1, 2; chunks 1, 2 to no rank"),
+]
+
+
+@pytest.mark.parametrize("owner, message", BAD_OWNER_FILES, ids=["no-owners", "all-own-chunk-0"])
+@pytest.mark.parametrize("command", [["check"], ["prove", "--schedule"]])
+def test_check_and_prove_refuse_owners_that_do_not_partition_with_exit_2(tmp_path, command, owner, message):
+    path = tmp_path / "rs.json"
+    # chunk 0 reduced onto every rank: with owner [0, 0, 0] this used to pass
+    steps = [[{"src": 1, "dst": 0, "chunk": 0, "op": "reduce"}], [{"src": 2, "dst": 0, "chunk": 0, "op": "reduce"}],
+             [{"src": 0, "dst": 1, "chunk": 0, "op": "copy"}, {"src": 0, "dst": 2, "chunk": 0, "op": "copy"}]]
+    path.write_text(json.dumps({"collective": "reduce_scatter", "ranks": 3, "chunks": 3, "owner": owner, "steps": steps}))
+    result = subprocess.run([sys.executable, "-m", "collspec", *command, str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"collspec {command[0]}: error: {path}: {message}"]
+    assert result.stdout == ""

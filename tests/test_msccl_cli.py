@@ -82,3 +82,19 @@ def test_the_examples_in_the_msccl_modules_hold():
         assert result.failed == 0, name
         attempted += result.attempted
     assert attempted >= 5
+
+
+def test_a_reduce_scatter_whose_output_blocks_cannot_partition_the_chunks_is_exit_2(tmp_path):
+    # rank r's output is block r of nchunksperloop / ngpus chunks: 3 chunks on 2 GPUs cannot be cut so
+    path = tmp_path / "rs.xml"
+    path.write_text(
+        '<algo name="rs" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="2" coll="reducescatter" inplace="1">\n'
+        '  <gpu id="0" i_chunks="3" o_chunks="0" s_chunks="0"></gpu>\n'
+        '  <gpu id="1" i_chunks="3" o_chunks="0" s_chunks="0"></gpu>\n'
+        "</algo>\n"
+    )
+    for command in (["check"], ["prove", "--schedule"]):
+        result = run(*command, str(path))
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"collspec {command[0]}: error: {path}:1: a reduce_scatter needs nchunksperloop divisible by ngpus (got 3 for 2 GPUs)"), line

@@ -13,6 +13,7 @@ import pytest
 
 from collspec.models.checker import check
 from collspec.models.generators import ALGORITHMS, generate
+from collspec.models.layout import ScheduleError
 from collspec.models.msccl import ExportError, load, loads, to_xml, verify
 from collspec.models.msccl.corpus import DATA
 from collspec.models.msccl.program import TYPE_NAMES
@@ -91,6 +92,19 @@ def test_export_refuses_a_custom_layout():
     custom = replace(schedule, layout_override=schedule.layout)
     with pytest.raises(ExportError, match="default layout only"):
         to_xml(custom)
+
+
+def test_export_refuses_a_reduce_scatter_owner_msccl_cannot_express():
+    # MSCCL's reducescatter leaves block r of the input on rank r; ring-seed's declared owner r + 1 is not that
+    seed = generate("ring-seed", "reduce_scatter", 3)
+    owned = replace(seed, owner=((1,), (2,), (0,)))
+    with pytest.raises(ExportError) as caught:
+        to_xml(owned)
+    assert str(caught.value) == ("ring-seed reduce_scatter, 3 ranks: field 'owner' = [[1], [2], [0]]: MSCCL's reducescatter "
+                                 "gives rank r block r of the input ([[0], [1], [2]]); export writes only that ownership")
+    with pytest.raises(ScheduleError, match=r"field 'owner' must give every chunk to exactly one rank: chunk 0 goes to ranks 0, 1, 2; chunks 1, 2 to no rank$"):
+        to_xml(replace(seed, owner=((0,), (0,), (0,))))
+    assert 'coll="reducescatter"' in to_xml(replace(seed, owner=((0,), (1,), (2,))))
 
 
 def run_cli(*args):

@@ -84,6 +84,8 @@ CASES = [
     ("no-mode", edit('inplace="1"', 'inplace="0"'), 1, ["neither inplace=\"1\" nor outofplace=\"1\""]),
     ("input-too-big", edit('i_chunks="2"', 'i_chunks="3"'), 2, ["GPU 0 declares i_chunks=3 but a allreduce with nchunksperloop=2 on 2 GPUs has 2"]),
     ("not-divisible", edit('coll="allreduce"', 'coll="allgather"').replace('nchunksperloop="2"', 'nchunksperloop="3"'), 1, ["needs nchunksperloop divisible by ngpus (got 3 for 2 GPUs)"]),
+    # a reduce-scatter's output blocks (o[k] is i[r*C/N + k]) partition the chunks only when N divides C
+    ("reducescatter-not-divisible", edit('coll="allreduce"', 'coll="reducescatter"').replace('nchunksperloop="2"', 'nchunksperloop="3"'), 1, ["a reduce_scatter needs nchunksperloop divisible by ngpus (got 3 for 2 GPUs)"]),
 ]
 
 
@@ -180,3 +182,37 @@ def test_cli_refuses_hostile_input_with_one_line_and_exit_2(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1 and f"{path}:2: refused" in result.stderr
     data = json.loads(report.read_text())
     assert data["ok"] is False and data["violations"][0]["kind"] == "malformed"
+
+
+def _columns(p) -> dict:
+    return {name: getattr(p, name).tolist() for name in ("type", "src_buf", "src_off", "dst_buf", "dst_off", "cnt", "depid", "deps", "hasdep", "line", "gpu", "tb", "pos")}
+
+
+@pytest.mark.parametrize("spelling, fast", [("+1", False), (" 1", False), ("1 ", False), ("0_1", False), ("01", True)])
+def test_unusual_integer_spellings_read_as_before(spelling, fast):
+    """Plain decimals take the fast column reader; anything else falls back
+    to the attribute-by-attribute reader, which reads it as numpy does."""
+    plain = loads(PAIR)
+    text = edit('srcoff="1"', f'srcoff="{spelling}"')
+    assert (parse_module._step_columns_fast(_attributes_of(text)) is not None) == fast
+    unusual = loads(text)
+    expected = _columns(plain)
+    expected["src_off"][0] = int(np.array([spelling]).astype(np.int64)[0])
+    assert _columns(unusual) == expected
+
+
+def _attributes_of(text: str) -> list[dict]:
+    import re
+
+    return [dict(re.findall(r'(\w+)="([^"]*)"', m)) for m in re.findall(r"<step ([^>]*)/>", text)]
+
+
+def test_fast_and_slow_step_readers_agree_on_the_corpus():
+    from collspec.models.msccl.corpus import DATA
+
+    for path in sorted(DATA.glob("*.xml")):
+        steps = _attributes_of(path.read_text())
+        fast = parse_module._step_columns_fast(steps)
+        slow = parse_module._step_columns_each(steps, np.arange(len(steps)), None)
+        assert fast is not None, path.name
+        assert list(fast) == list(slow) and all(np.array_equal(fast[k], slow[k]) and fast[k].dtype == slow[k].dtype for k in slow), path.name

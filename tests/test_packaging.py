@@ -38,3 +38,5 @@ def test_wheel_installs_only_collspec(tmp_path):
     assert "collspec/spec/__init__.py" in names and "collspec/cli.py" in names
     # the MSCCL corpus `collspec verify` checks ships as package data
     assert "collspec/models/msccl/data/all-reduce-ring-simple.xml" in names and "collspec/models/msccl/data/SOURCES.md" in names
+    # and the MSCCL++ plans
+    assert "collspec/models/mscclpp/data/plan-reduce.json" in names and "collspec/models/mscclpp/data/SOURCES.md" in names

@@ -18,7 +18,7 @@ from collspec.models.checker import check
 from collspec.models.generators import generate
 from collspec.models.interpreter import run
 from collspec.proofs import floating
-from collspec.proofs.solver import FAILED, PROVED
+from collspec.proofs.solver import TRIVIAL, FAILED, PROVED
 from collspec.spec import all_reduce, check_reduction
 from collspec.spec.dtypes import as_dtype
 
@@ -49,7 +49,9 @@ def test_z3_formats_are_the_spec_dtypes():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_two_ranks_never_differ(dtype):
-    assert floating.two_ranks_agree(dtype).status == PROVED
+    # Z3's simplifier already rewrites both sums to one term (IEEE addition
+    # commutes), so the query is true by definition and not counted as a proof
+    assert floating.two_ranks_agree(dtype).status == TRIVIAL
     assert floating.ring_differs(dtype, 2).status == FAILED  # so ring_differs does not find what is not there
 
 

@@ -87,8 +87,13 @@ def test_mutations_can_also_be_passed_as_parameters():
     assert not_onto.status == FAILED and not_onto.counterexample["N"] % 2 == 0  # 2r mod N misses odd chunks
 
 
-def test_copying_all_gather_passed_as_parameter_fails_identical_bits_with_values():
-    code = dataclasses.replace(ring.RingCode.of("ring-seed"), all_gather_op=REDUCE)
+def test_reducing_all_gather_program_passed_as_parameter_fails_identical_bits_with_values():
+    base = ring_gen.allreduce_program("ring-seed")
+
+    def every_hop_reduces(n, s, r, j):
+        return dataclasses.replace(base.transfer(n, s, r, j), op=REDUCE)
+
+    code = dataclasses.replace(ring.RingCode.of("ring-seed"), program=dataclasses.replace(base, transfer=every_hop_reduces))
     outcome = ring.prove("ring-seed", "identical-bits", code)
     assert outcome.status == FAILED
-    assert set(outcome.counterexample) == {"before", "incoming"}
+    assert {"before", "incoming", "N", "s"} <= set(outcome.counterexample)  # the values and the hop

@@ -51,7 +51,7 @@ CASES = [
     (lambda: spec.reduce([np.zeros(2)] * 2, root=-1), "reduce: root -1 is out of range for 2 ranks (0..1)", None, "root"),
     (
         lambda: spec.all_reduce([np.zeros(2)], op="mean"),
-        "all_reduce: op 'mean' is not one of sum, prod, min, max, avg",
+        "all_reduce: op 'mean' is not one of sum, prod, min, max, avg, compose",
         None,
         "op",
     ),

@@ -5,7 +5,10 @@ collective's postcondition, and (as warnings) ranks that may disagree in
 floating point and bandwidth optimality. An MSCCL .xml program is checked
 under the executors' concurrent semantics: also unmatched sends and
 receives, deadlocks, races between thread blocks, and lint warnings about
-format drift between executors."""
+format drift between executors. An MSCCL++ execution plan (a .json file
+whose top level holds a "gpus" list of thread blocks) is recognised by its
+content and checked under the MSCCL++ executor's concurrent semantics:
+races, deadlocks, unmatched signals and the result."""
 
 from __future__ import annotations
 
@@ -20,11 +23,61 @@ def configure(parser):
     parser.add_argument("--algorithm", "-a", metavar="A", help="a built-in algorithm (ring, ring-seed, direct, ...)")
     parser.add_argument("--collective", "-c", metavar="C", help="allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall")
     parser.add_argument("--ranks", "-n", metavar="N", help="rank count(s): 4, or 2,4,8, or 2:64")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"an option of the built-in algorithm, repeatable: {', '.join(f'{k} ({v[1]})' for k, v in OPTIONS.items())}",
+    )
     parser.add_argument("--link-capacity", type=int, metavar="K", help="chunks one directed link carries per step (default: the schedule's, 1 for JSON files)")
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
     parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
     add_json_option(parser)
+
+
+#: options a built-in algorithm may take: name -> (lowest value given N, what it is)
+OPTIONS = {
+    "group_size": (lambda n: 1, "hierarchical-ring: ranks per group, a divisor of N"),
+    "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
+    "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
+}
+
+
+def parse_options(texts: list[str], algorithm: str | None, collective: str, ranks: list[int]) -> dict[str, int]:
+    """``['group_size=512']`` -> ``{'group_size': 512}``, checked against the
+    algorithm's generator and every rank count (bad input: CollspecError)."""
+    import inspect
+
+    from ..models.generators import ALGORITHMS
+    from ..spec.collectives import collective_name
+
+    options: dict[str, int] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in OPTIONS:
+            raise CollspecError(f"--option {text!r}: write NAME=VALUE with NAME one of {', '.join(OPTIONS)}")
+        try:
+            number = int(value)
+        except ValueError:
+            raise CollspecError(f"--option {text!r}: {name} must be an integer") from None
+        for n in ranks:
+            low, high = OPTIONS[name][0](n), n - 1 if name == "root" else None
+            if number < low or (high is not None and number > high):
+                bounds = f"{low}..{high}" if high is not None else f"at least {low}"
+                raise CollspecError(f"--option {text!r}: {name} must be {bounds} for {n} ranks")
+        options[name] = number
+    if not options:
+        return options
+    generator = ALGORITHMS.get(algorithm, {}).get(collective_name(collective))
+    if generator is not None:  # unknown algorithms are reported by generate()
+        takes = [p for p in inspect.signature(generator).parameters if p in OPTIONS]
+        for name in options:
+            if name not in takes:
+                raise CollspecError(f"--option {name}: {algorithm} {collective_name(collective)} takes {'only ' + ', '.join(takes) if takes else 'no options'}")
+    return options
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -53,12 +106,35 @@ def subjects(args) -> list:
         raise CollspecError("give a schedule FILE, or --algorithm A --collective C --ranks N")
     if not args.ranks:
         raise CollspecError("--algorithm needs --ranks N")
-    return [generate(args.algorithm, args.collective or "allreduce", n) for n in parse_ranks(args.ranks)]
+    collective = args.collective or "allreduce"
+    ranks = parse_ranks(args.ranks)
+    options = parse_options(args.option, args.algorithm, collective, ranks)
+    return [generate(args.algorithm, collective, n, **options) for n in ranks]
+
+
+def is_mscclpp_plan(path: str) -> bool:
+    """Is ``path`` a .json MSCCL++ execution plan (by content)?"""
+    if os.path.splitext(path)[1].lower() != ".json":
+        return False
+    from ..models.mscclpp.parse import MAX_FILE_BYTES, looks_like_plan
+
+    try:
+        if os.path.getsize(path) > MAX_FILE_BYTES:
+            return True  # the plan reader refuses it with the size
+        with open(path, "rb") as handle:
+            return looks_like_plan(handle.read().decode("utf-8", errors="replace"))
+    except OSError:
+        return False
 
 
 def load_schedule(path: str):
-    """Load a .json schedule or an MSCCL .xml program."""
+    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program."""
     extension = os.path.splitext(path)[1].lower()
+    if is_mscclpp_plan(path):
+        from ..models.mscclpp.lower import schedule_of
+        from ..models.mscclpp.parse import load
+
+        return schedule_of(load(path))
     if extension == ".json":
         from ..models.schedule_json import load
 
@@ -75,8 +151,12 @@ def run(args) -> int:
     from ..models.checker import check
     from ..report import Report
 
+    if args.file and args.option:
+        raise CollspecError("--option is for --algorithm, not a FILE")
     if args.file and os.path.splitext(args.file)[1].lower() == ".xml" and not args.algorithm:
         return _check_msccl(args)
+    if args.file and not args.algorithm and is_mscclpp_plan(args.file):
+        return _check_mscclpp(args)
     schedules = subjects(args)
     violations, per_schedule = [], []
     for schedule in schedules:
@@ -99,6 +179,17 @@ def run(args) -> int:
 def _check_msccl(args) -> int:
     """An MSCCL program: the concurrent verifier of collspec.models.msccl."""
     from ..models.msccl import load, verify
+    from ..report import Report
+
+    verdict = verify(load(args.file), exact=args.exact)
+    if args.prove:
+        _prove(load_schedule(args.file), verdict)
+    return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
+
+
+def _check_mscclpp(args) -> int:
+    """An MSCCL++ execution plan: the concurrent verifier of collspec.models.mscclpp."""
+    from ..models.mscclpp import load, verify
     from ..report import Report
 
     verdict = verify(load(args.file), exact=args.exact)

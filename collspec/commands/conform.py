@@ -11,7 +11,11 @@ from . import add_json_option, emit
 
 def configure(parser):
     parser.add_argument("--backend", required=True, metavar="B",
-                        help="reference, ring, shm, gloo, mpi, nccl, PATH.py:NAME or module:NAME")
+                        help="reference, ring, shm, gloo, openmpi (alias mpi), mpich, intelmpi, nccl, PATH.py:NAME or module:NAME")
+    parser.add_argument("--algorithm", metavar="NAME[,NAME...]|all",
+                        help="MPI backends: force the library's own algorithms (its names; see --list-algorithms)")
+    parser.add_argument("--list-algorithms", action="store_true",
+                        help="MPI backends: print the library's algorithms per collective and exit")
     parser.add_argument("--world-size", type=int, default=4, metavar="N")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="a representative subset (about a minute)")
@@ -46,14 +50,39 @@ def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outco
     return conform(
         args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
         shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
-        parse_counts(args.sizes), args.strict, args.device, on_start=on_start, on_outcome=on_outcome,
+        parse_counts(args.sizes), args.strict, args.device, algorithms=_split(args.algorithm),
+        on_start=on_start, on_outcome=on_outcome,
     )
+
+
+def list_algorithms(args) -> int:
+    """``--list-algorithms``: the library's algorithm names per collective (``auto``: its own choice)."""
+    from ..conformance import mpi_libs
+    from ..conformance.collectives import COLLECTIVES
+    from ..conformance.resolve import parse
+    from ..spec.errors import CollspecError
+
+    spec = parse(args.backend)
+    if spec.library is None:
+        raise CollspecError(f"--list-algorithms: {spec.text} has no algorithms; use one of {', '.join(mpi_libs.LIBRARIES)}")
+    collectives = _split(args.collective) or list(COLLECTIVES)
+    for name in collectives:
+        if name not in COLLECTIVES:
+            raise CollspecError(f"unknown collective {name!r}; use one of {', '.join(COLLECTIVES)}")
+    print(f"{mpi_libs.version(spec.library)}: per collective, its MPI functions and their algorithms "
+          f"(auto: the library's own choice; FUNCTION:NAME where a collective runs two functions)")
+    for name in collectives:
+        print(f"{name} (MPI_{', MPI_'.join(f.capitalize() for f in mpi_libs.FUNCTIONS[name])}): "
+              f"{', '.join(mpi_libs.algorithms(spec.library, name))}")
+    return 0
 
 
 def run(args) -> int:
     from ..conformance.junit import write
     from ..conformance.output import Progress, print_summary
 
+    if args.list_algorithms:
+        return list_algorithms(args)
     stream = sys.stderr if args.json == "-" else sys.stdout
     progress = Progress(stream)
 

@@ -1,9 +1,13 @@
 """Hop-by-hop state of an algorithm: every transfer, every addition written
 out, the contributor set of every cell, each chunk's route, and the final
 division for avg. `collspec explain ring-seed --ranks 4` retraces the worked
-example of the reference texts."""
+example of the reference texts. `--format svg` prints the schedule's diagram
+(`--diagram tree` the tree it runs along); `--html FILE` writes a
+self-contained page that steps through the hops."""
 
 from __future__ import annotations
+
+from ..spec.errors import CollspecError
 
 
 def configure(parser):
@@ -13,7 +17,11 @@ def configure(parser):
     parser.add_argument("--example", choices=["seed", "random"], default="seed",
                         help="seed: the worked example's four gradients (4 ranks); random: random small integers")
     parser.add_argument("--op", choices=["avg", "sum"], default="avg", help="avg divides by N at the end, as gradient averaging does")
-    parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    parser.add_argument("--format", choices=["text", "markdown", "json", "svg"], default="text",
+                        help="svg: the schedule as a diagram (ranks as rows, hops as columns)")
+    parser.add_argument("--diagram", choices=["schedule", "tree"], default="schedule",
+                        help="with --format svg: the schedule, or the tree(s) it runs along")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained page that steps through the hops")
 
 
 def run(args) -> int:
@@ -22,9 +30,45 @@ def run(args) -> int:
     from ..models.explain import explain, render, to_json
     from ..models.generators import generate
 
-    explanation = explain(generate(args.algorithm, args.collective, args.ranks), args.example, args.op)
+    if args.diagram != "schedule" and args.format != "svg":
+        raise CollspecError("--diagram applies to --format svg only")
+    schedule = generate(args.algorithm, args.collective, args.ranks)
+    if args.format == "svg":
+        print(_svg(schedule, args.diagram), end="")
+        return 0
+    explanation = explain(schedule, args.example, args.op)
+    if args.html:
+        from ..models.page import explain_page
+
+        _write(args.html, explain_page(explanation))
+        return 0
     if args.format == "json":
         print(json.dumps(to_json(explanation), indent=1))
     else:
         print(render(explanation, markdown=args.format == "markdown"), end="")
     return 0
+
+
+def _svg(schedule, diagram: str) -> str:
+    from ..models.diagram import forest_svg, schedule_svg, trees_of
+
+    if diagram == "schedule":
+        return schedule_svg(schedule)
+    trees = trees_of(schedule)
+    if not trees:
+        raise CollspecError(f"{schedule.label()} does not run along a tree; use --diagram schedule")
+    titles = [f"tree {k + 1} of {len(trees)}" if len(trees) > 1 else "tree" for k in range(len(trees))]
+    return forest_svg(trees, titles, f"{schedule.label()}: the tree{'s' if len(trees) > 1 else ''} it runs along")
+
+
+def _write(path: str, text: str) -> None:
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CollspecError(f"--html {path}: folder {folder} does not exist")
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".explain-", suffix=".html")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temporary, path)

@@ -1,5 +1,5 @@
 """Run the machine-checked proofs: one row per proof with its scope
-(`all N>=2` or `N<=K`), result and seconds. Exit 1, with the counterexample,
+(`all N>=2`, `all N<=65536`, or `N<=K`), result and seconds. Exit 1, with the counterexample,
 when a proof fails or Z3 cannot decide it. `--schedule FILE` instead proves
 that one schedule file computes its collective for all inputs."""
 
@@ -22,7 +22,7 @@ def configure(parser):
 
 def run(args) -> int:
     from ..proofs import suite as proofs
-    from ..proofs.solver import FAILED
+    from ..proofs.solver import FAILED, TRIVIAL
 
     if args.schedule and (args.only or args.list or args.full):
         raise CollspecError("--schedule proves one file; give it without --only, --list or --full")
@@ -35,16 +35,17 @@ def run(args) -> int:
     if args.list:
         width = max(len(p.name) for p in chosen)
         for p in chosen:
-            print(f"{p.name:<{width}}  {p.scope:<9}  {p.statement}", file=out)
+            print(f"{p.name:<{width}}  {p.scope:<{max(len(q.scope) for q in chosen)}}  {p.statement}", file=out)
         return 0
     started = time.perf_counter()
     results = []
     width = max(len(p.name) for p in chosen)
-    print(f"{'proof':<{width}}  {'scope':<9}  {'result':<8}  seconds", file=out)
+    scope_width = max(len(p.scope) for p in chosen)
+    print(f"{'proof':<{width}}  {'scope':<{scope_width}}  {'result':<8}  seconds", file=out)
     for proof in chosen:
         result = proofs.run_proof(proof)
         results.append(result)
-        print(f"{result.name:<{width}}  {result.scope:<9}  {result.status:<8}  {result.seconds:7.2f}", file=out, flush=True)
+        print(f"{result.name:<{width}}  {result.scope:<{scope_width}}  {result.status:<8}  {result.seconds:7.2f}", file=out, flush=True)
         if not result.ok:
             print(f"    {result.message}", file=out)
             if result.counterexample:
@@ -52,7 +53,10 @@ def run(args) -> int:
                 print(f"    {label}: {_shown(result.counterexample)}", file=out)
     seconds = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
-    print(f"prove: {len(results)} proofs, {len(results) - len(failed)} proved, {len(failed)} not proved ({seconds:.1f} s)", file=out)
+    trivial = [r for r in results if r.status == TRIVIAL]
+    proved = len(results) - len(failed) - len(trivial)
+    by_definition = f", {len(trivial)} true by definition (not counted)" if trivial else ""
+    print(f"prove: {len(results)} proofs, {proved} proved{by_definition}, {len(failed)} not proved ({seconds:.1f} s)", file=out)
     return _emit(args, "collspec proofs" + (" --full" if args.full else ""), results, seconds)
 
 

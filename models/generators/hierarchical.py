@@ -41,7 +41,7 @@ def phase_lengths(n, size):
     return (size - 1, groups - 1, groups - 1, size - 1)
 
 
-def program(size) -> Program:
+def program(size=1) -> Program:
     """The hierarchical ring for groups of ``size`` ranks (size divides N)."""
 
     def transfer(n, s, r, j):

@@ -39,7 +39,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from ..layout import ScheduleError
+from ..layout import ScheduleError, default_owner, owner_of
 from ..schedule import REDUCE, Schedule
 
 SEND, LOCAL, RECV = 0, 1, 2  # phase of an operation inside a synchronous step
@@ -82,6 +82,11 @@ def to_xml(schedule: Schedule, *, name: str | None = None, proto: str = "Simple"
     """The MSCCL XML of ``schedule`` (see the module text)."""
     if schedule.layout_override is not None:
         raise ExportError(f"{schedule.label()}: export writes schedules in the default layout only")
+    if schedule.collective == "reduce_scatter" and owner_of(schedule) != default_owner(schedule):
+        raise ExportError(
+            f"{schedule.label()}: field 'owner' = {[list(o) for o in schedule.owner]}: MSCCL's reducescatter gives "
+            f"rank r block r of the input ({[list(o) for o in default_owner(schedule)]}); export writes only that ownership"
+        )
     n, chunks = schedule.ranks, schedule.chunks
     buffer = "o" if schedule.collective == "allgather" else "i"
     ops = _operations(schedule)

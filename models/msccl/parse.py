@@ -27,7 +27,9 @@ change``, which the command line turns into exit status 2:
 
 from __future__ import annotations
 
+import operator
 import os
+import re
 
 import numpy as np
 from defusedxml import DefusedXmlException
@@ -79,9 +81,14 @@ class _Elements:
         self.tb_gpu: list[int] = []
         self.steps: list[dict] = []
         self.step_lines: list[int] = []
-        self.step_tb: list[int] = []
+        self.tb_first_step: list[int] = []  # per <tb>: how many <step>s came before it
 
     def start(self, tag, attrs):
+        if self.depth == 3 and tag == "step":  # the common element, first and short
+            self.depth = 4
+            self.steps.append(attrs)
+            self.step_lines.append(self.expat.CurrentLineNumber)
+            return
         line = self.expat.CurrentLineNumber
         depth = self.depth
         expected = NESTING[depth] if depth < len(NESTING) else None
@@ -92,13 +99,10 @@ class _Elements:
         if depth == 0 and self.algo is not None:
             raise self.fail(line, "a second <algo>", "a file holds one algorithm")
         self.depth += 1
-        if depth == 3:
-            self.steps.append(attrs)
-            self.step_lines.append(line)
-            self.step_tb.append(len(self.tbs) - 1)
-        elif depth == 2:
+        if depth == 2:
             self.tbs.append((attrs, line))
             self.tb_gpu.append(len(self.gpus) - 1)
+            self.tb_first_step.append(len(self.steps))
         elif depth == 1:
             self.gpus.append((attrs, line))
         else:
@@ -270,7 +274,8 @@ def _build(el: _Elements, source: str, fail) -> Program:
     # steps: attributes column by column
     nsteps = len(el.steps)
     step_lines = np.asarray(el.step_lines, dtype=np.int64)
-    file_tb = np.asarray(el.step_tb, dtype=np.int64)
+    # every <step> belongs to the <tb> before it
+    file_tb = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(np.r_[el.tb_first_step, nsteps]).astype(np.int64)) if ntb else np.zeros(0, np.int64)
     rank_of_file_tb = np.empty(ntb, dtype=np.int64)
     rank_of_file_tb[order] = np.arange(ntb)
     step_tb_global = rank_of_file_tb[file_tb] if nsteps else np.zeros(0, np.int64)
@@ -303,7 +308,44 @@ def _build(el: _Elements, source: str, fail) -> Program:
 
 
 def _step_columns(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.ndarray]:
-    """Every step attribute as an array; a missing or bad value names its line."""
+    """Every step attribute as an array; a missing or bad value names its line.
+
+    The usual file (every step has every attribute, all integers and names
+    valid) takes one pass in C per table; anything else falls back to the
+    attribute-by-attribute pass below, which finds the first problem."""
+    fast = _step_columns_fast(steps) if steps else None
+    if fast is not None:
+        return fast
+    return _step_columns_each(steps, lines, fail)
+
+
+#: a column of plain decimal integers, joined by commas, that int64 holds
+_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*", re.ASCII)
+
+
+def _step_columns_fast(steps: list[dict]) -> dict[str, np.ndarray] | None:
+    """The columns when every value is plain (else None): itemgetter and
+    one regex per column run in C."""
+    out: dict[str, np.ndarray] = {}
+    for name in STEP_REQUIRED:
+        try:
+            values = list(map(operator.itemgetter(name), steps))
+        except KeyError:
+            return None
+        if name in STEP_INTS:
+            text = ",".join(values)
+            if not _DECIMALS.fullmatch(text):
+                return None
+            out[name] = np.fromstring(text, dtype=np.int64, sep=",")
+        else:
+            codes = list(map((TYPE_CODES if name == "type" else BUFFER_CODES).get, values))
+            if None in codes:
+                return None
+            out[name] = np.array(codes, dtype=np.int64)
+    return out
+
+
+def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name in STEP_REQUIRED:
         values = [a.get(name) for a in steps]
