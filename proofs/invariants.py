@@ -67,6 +67,90 @@ def ring_allgather() -> Invariant:
     return Invariant(defined, holds, prev, prev)
 
 
+def _ring_partial(n, start, r, x, hops):
+    """A ring reduce-scatter's chunk that started at ``start`` (ring of n,
+    positions): after ``hops`` <= n - 1 hops rank r holds its window, or
+    itself while the chunk has not reached it."""
+    a = (r - start + n) % n
+    return ix.where(a <= hops, _ring_window(n, start, r, x), x == r)
+
+
+def _ring_complete(n, start, r, gathered):
+    """After the reduce-scatter and ``gathered`` >= 0 all-gather hops, the
+    chunk that started at ``start`` is complete at r."""
+    a = (r - start + n) % n
+    return ix.both(gathered >= 0, ix.either(a == n - 1, a < gathered))
+
+
+def hierarchical_ring() -> Invariant:
+    """Groups of L = ``size`` ranks, G = N / L groups; rank r is (g, l) =
+    (r // L, r % L), chunk c is chunk i = c % G of block b = c // G. Phases
+    1 and 4 are ring all-reduce halves of L local ranks on every block
+    (block b starts at local index b + 1), within each group; phases 2 and
+    3 a ring all-reduce of G groups on chunk i of block l (chunk i starts
+    at group i + 1), among the ranks of local index l."""
+
+    def build(size):
+        def holds(n, s, r, c, x, k):
+            L = size
+            G = ix.floordiv(n, L)
+            g, l, gx, lx = ix.floordiv(r, L), r % L, ix.floordiv(x, L), x % L
+            b, i = ix.floordiv(c, G), c % G
+            k1 = s - (L - 1)
+            k2 = k1 - (G - 1)
+            k3 = k2 - (G - 1)
+            intra = ix.both(gx == g, _ring_partial(L, (b + 1) % L, l, lx, ix.where(k1 < 0, s, L - 1)))
+            inter = ix.where(_ring_complete(G, (i + 1) % G, g, k2), True, _ring_partial(G, (i + 1) % G, g, gx, ix.where(k2 < 0, k1, G - 1)))
+            own = ix.where(k1 >= 0, inter, intra)
+            other = ix.where(ix.both(k3 >= 0, _ring_complete(L, (b + 1) % L, l, k3)), True, intra)
+            return ix.both(k == c, ix.where(b == l, own, other))
+
+        def writer(n, s, r, c):
+            L = size
+            G = ix.floordiv(n, L)
+            g, l = ix.floordiv(r, L), r % L
+            inter = ix.both(s >= L - 1, s < L - 1 + 2 * (G - 1))
+            return ix.where(inter, ix.ring_prev(g, G) * L + l, g * L + ix.ring_prev(l, L)), ix.where(inter, 0, c % G)
+
+        return Invariant(_always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
+
+    return ("sized", build)
+
+
+def _chain_prev(n, s, r, c, *rest):
+    return ix.ring_prev(r, n), 0
+
+
+def chain_broadcast() -> Invariant:
+    """The pipelined chain from ``root`` along the ring (chunks = N): the
+    rank at position q >= 1 receives chunk c at step c + q - 1, so after s
+    steps it holds root's chunk c once c + q <= s, its own input before."""
+    return _rooted(lambda root: Invariant(
+        _always,
+        lambda n, s, r, c, x, k: ix.both(k == c, ix.where(ix.either(r == root, c + ix.chain_position(r, root, n) <= s), x == root, x == r)),
+        _chain_prev,
+        _chain_prev,
+    ))
+
+
+def chain_reduce() -> Invariant:
+    """The chain from the rank after ``root`` around to ``root`` (chunks =
+    N): position q >= 2 receives chunk c at step c + q - 2 and then holds
+    positions 1..q; the root receives it at step c + N - 2 and then holds
+    everything; before, each holds its own input."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            q, qx = ix.chain_position(r, root, n), ix.chain_position(x, root, n)
+            at_root = ix.where(c + n - 1 <= s, True, x == r)
+            on_chain = ix.where(c + q - 1 <= s, ix.both(qx >= 1, qx <= q), x == r)
+            return ix.both(k == c, ix.where(q == 0, at_root, on_chain))
+
+        return Invariant(_always, holds, _chain_prev, _chain_prev)
+
+    return _rooted(build)
+
+
 # -- direct exchange and the hub ---------------------------------------------------------------
 
 
@@ -158,6 +242,56 @@ def tree_allreduce() -> Invariant:
         return ix.where(s < tree_gen.levels(n), child, parent), ix.where(s < tree_gen.levels(n), 0, r - 1 - 2 * parent)
 
     return Invariant(_always, holds, writer, source)
+
+
+def _tree(root, n):
+    """(position of a rank, rank at a position) in the tree rooted at ``root``."""
+    return (lambda r: tree_gen._position(r, root, n)), (lambda p: tree_gen._rank(p, root, n))
+
+
+def tree_reduce() -> Invariant:
+    """The reduce half of :func:`tree_allreduce` on positions relative to
+    ``root``: after s steps the node at depth d holds its subtree once
+    s >= D - d, itself before."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            pos, _ = _tree(root, n)
+            p = pos(r)
+            return ix.both(k == c, ix.where(s >= tree_gen.levels(n) - tree_gen.depth(p), _in_subtree(p, pos(x)), x == r))
+
+        def writer(n, s, r, c):
+            pos, rank = _tree(root, n)
+            return rank(2 * pos(r) + 1), ix.constant(0, n)
+
+        def source(n, s, r, c, x, k):
+            pos, rank = _tree(root, n)
+            p, px = pos(r), pos(x)
+            return rank(ix.shift_right(px + 1, tree_gen.depth(px) - tree_gen.depth(p) - 1) - 1), ix.constant(0, n)
+
+        return Invariant(_always, holds, writer, source)
+
+    return _rooted(build)
+
+
+def tree_broadcast() -> Invariant:
+    """The broadcast half of :func:`tree_allreduce` from ``root``: the node
+    at depth d holds root's data from step d on, its own input before."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            pos, _ = _tree(root, n)
+            return ix.both(k == c, ix.where(s >= tree_gen.depth(pos(r)), x == root, x == r))
+
+        def writer(n, s, r, c, *rest):
+            pos, rank = _tree(root, n)
+            p = pos(r)
+            parent = ix.tree_parent(p)
+            return rank(parent), p - 1 - 2 * parent
+
+        return Invariant(_always, holds, writer, writer)
+
+    return _rooted(build)
 
 
 def recursive_doubling_allreduce() -> Invariant:
@@ -282,6 +416,8 @@ INVARIANTS = {
     ("ring", "allreduce"): lambda: ring_allreduce(0),
     ("ring", "reduce_scatter"): lambda: ring_allreduce(0, phases=1),
     ("ring", "allgather"): ring_allgather,
+    ("ring", "broadcast"): chain_broadcast,
+    ("ring", "reduce"): chain_reduce,
     ("ring-seed", "allreduce"): lambda: ring_allreduce(1),
     ("direct", "allreduce"): lambda: direct("allreduce"),
     ("direct", "reduce_scatter"): lambda: direct("reduce_scatter"),
@@ -291,16 +427,26 @@ INVARIANTS = {
     ("direct", "reduce"): direct_reduce,
     ("hub", "allreduce"): hub,
     ("binary-tree", "allreduce"): tree_allreduce,
+    ("binary-tree", "reduce"): tree_reduce,
+    ("binary-tree", "broadcast"): tree_broadcast,
     ("recursive-doubling", "allreduce"): recursive_doubling_allreduce,
     ("recursive-doubling", "allgather"): recursive_doubling_allgather,
+    ("hierarchical-ring", "allreduce"): hierarchical_ring,
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
 }
 
 
-def invariant(algorithm: str, collective: str, root=None) -> Invariant:
-    """The invariant of a built-in algorithm (``root`` for rooted ones)."""
+def invariant(algorithm: str, collective: str, root=None, params=None) -> Invariant:
+    """The invariant of a built-in algorithm. Rooted ones take ``root`` (or
+    ``params["root"]``), sized ones ``params["size"]``: the values (Z3
+    variables in a proof) of the program's options, as
+    :func:`collspec.models.program.symbolic` returns them."""
     made = INVARIANTS[(algorithm, collective)]()
     if isinstance(made, tuple):
-        return made[1](root)
+        kind, build = made
+        params = dict(params or {})
+        if kind == "rooted":
+            return build(params.get("root", root))
+        return build(params["size"])
     return made

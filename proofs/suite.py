@@ -45,7 +45,7 @@ import z3
 
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import ring as ring_gen
-from ..models.program import BITVEC
+from ..models.program import BITVEC, symbolic
 from . import floating, induction, invariants, lower_bound, ring, schedules
 from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
 
@@ -174,7 +174,7 @@ def induction_scope(algorithm: str, collective: str) -> str:
     made = program(algorithm, collective)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
-    extra = invariants.invariant(algorithm, collective, 0).scope
+    extra = invariants.invariant(algorithm, collective, params={"root": 0, "size": 1}).scope
     return ", ".join(parts + ([extra] if extra else []))
 
 
@@ -185,12 +185,9 @@ OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
         made = program(algorithm, collective)
-        root = None
-        if "root" in made.params:
-            from ..models.program import symbolic
-
-            root = symbolic(made)[1]["root"]
-        return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, root))])
+        v = symbolic(made)[1]
+        params = {name: v[name] for name in made.params}
+        return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, params=params))])
 
     return run
 
