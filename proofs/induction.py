@@ -270,3 +270,61 @@ def spec_check(collective: str) -> Callable[[], Outcome]:
 
 def _bool(value):
     return as_term(value, None)
+
+
+def at_root_zero(program: Program) -> Program:
+    """``program`` with its root fixed to 0 (no symbolic root)."""
+    from dataclasses import replace
+
+    rebuilt = program.factory(root=0)
+    return replace(rebuilt, params={k: v for k, v in rebuilt.params.items() if k != "root"})
+
+
+def rotation_queries(program: Program, position: Callable, rank: Callable) -> list:
+    """For a rooted program whose root-0 instance the induction proves: the
+    queries that it is, for every root, that instance with ranks renamed.
+    ``position(r, root, N)`` and ``rank(p, root, N)`` are the code's own
+    renaming (the functions the transfer function calls). Shown, for
+    symbolic N, root, s, rank r and slot j:
+
+    - ``renaming``: position and rank are inverse bijections of 0..N-1, and
+      the root is at position 0;
+    - ``rotation``: T_root(r, j) is T_0(position(r), j) with its destination
+      renamed by ``rank`` (same activity, cells and op).
+
+    The step from these to "every root computes its collective" is the
+    premise that renaming ranks by a bijection that maps 0 to the root maps
+    a correct rooted collective at root 0 to the same collective at root
+    (the spec's rooted collectives treat ranks alike apart from the root)."""
+    sym, v = symbolic(program)
+    zero = at_root_zero(program)
+    n, s, r, j, root = v["N"], v["s"], v["r"], v["j"], v["root"]
+    bv = program.sort == BITVEC
+    p = z3.BitVec("p", BITVEC_WIDTH) if bv else z3.Int("p")
+    steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
+    domain = [n >= 2, 0 <= root, root < n] + ([n <= MAX_RANKS] if bv else [])
+    pr, rp = as_term(position(r, root, n), n), as_term(rank(p, root, n), n)
+    mine = sym.transfer(n, s, r, j)
+    base = zero.transfer(n, s, pr, j)
+    mine = Transfer(*(as_term(f, n) for f in (mine.active, mine.dst, mine.src_chunk, mine.dst_chunk, mine.op)))
+    base = Transfer(*(as_term(f, n) for f in (base.active, base.dst, base.src_chunk, base.dst_chunk, base.op)))
+    renamed = as_term(rank(base.dst, root, n), n)
+    return [
+        Query(
+            "renaming: position and rank are inverse bijections of the ranks, and the root is at position 0",
+            domain + [0 <= r, r < n, 0 <= p, p < n],
+            z3.And(
+                0 <= pr, pr < n, as_term(rank(pr, root, n), n) == r,
+                0 <= rp, rp < n, as_term(position(rp, root, n), n) == p,
+                as_term(position(root, root, n), n) == 0,
+            ),
+        ),
+        Query(
+            "rotation: the transfer of rank r at every root is the root-0 transfer of its position, destination renamed",
+            domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+            z3.And(
+                _bool(mine.active) == _bool(base.active),
+                z3.Implies(_bool(mine.active), z3.And(mine.dst == renamed, mine.src_chunk == base.src_chunk, mine.dst_chunk == base.dst_chunk, mine.op == base.op)),
+            ),
+        ),
+    ]

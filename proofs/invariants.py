@@ -437,6 +437,17 @@ INVARIANTS = {
 }
 
 
+#: rooted programs proved at root 0 by induction and for every other root as
+#: a renaming of that instance (:func:`collspec.proofs.induction.rotation_queries`):
+#: (algorithm, collective) -> the code's (position, rank) renaming. A
+#: symbolic root puts a division by symbolic N into every bit-vector query,
+#: which Z3 did not decide in minutes.
+ROTATED = {
+    ("binary-tree", "reduce"): (tree_gen._position, tree_gen._rank),
+    ("binary-tree", "broadcast"): (tree_gen._position, tree_gen._rank),
+}
+
+
 def invariant(algorithm: str, collective: str, root=None, params=None) -> Invariant:
     """The invariant of a built-in algorithm. Rooted ones take ``root`` (or
     ``params["root"]``), sized ones ``params["size"]``: the values (Z3

@@ -185,6 +185,13 @@ OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
         made = program(algorithm, collective)
+        if (algorithm, collective) in invariants.ROTATED:
+            zero = induction.at_root_zero(made)
+            return run_queries([
+                induction.spec_check(collective),
+                *induction.queries(zero, invariants.invariant(algorithm, collective, root=0)),
+                *induction.rotation_queries(made, *invariants.ROTATED[(algorithm, collective)]),
+            ])
         v = symbolic(made)[1]
         params = {name: v[name] for name in made.params}
         return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, params=params))])
