@@ -426,16 +426,24 @@ INVARIANTS = {
     ("direct", "broadcast"): direct_broadcast,
     ("direct", "reduce"): direct_reduce,
     ("hub", "allreduce"): hub,
+    ("hub", "broadcast"): direct_broadcast,
+    ("hub", "reduce"): direct_reduce,
     ("binary-tree", "allreduce"): tree_allreduce,
     ("binary-tree", "reduce"): tree_reduce,
     ("binary-tree", "broadcast"): tree_broadcast,
     ("recursive-doubling", "allreduce"): recursive_doubling_allreduce,
     ("recursive-doubling", "allgather"): recursive_doubling_allgather,
-    ("hierarchical-ring", "allreduce"): hierarchical_ring,
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
 }
 
+
+#: Written, but not yet proved: with both N and the
+#: group size symbolic every rank is g * L + l, nonlinear integer arithmetic,
+#: and Z3 returns unknown on five of the queries (30 s each); with L fixed (L = 2)
+#: G symbolic, all but ``nothing-else`` prove. Not in the suite, so no row
+#: claims it; hierarchical-ring stays covered by its bounded row.
+NOT_YET_PROVED = {("hierarchical-ring", "allreduce"): hierarchical_ring}
 
 #: rooted programs proved at root 0 by induction and for every other root as
 #: a renaming of that instance (:func:`collspec.proofs.induction.rotation_queries`):
