@@ -76,6 +76,7 @@ class Invariant:
     source: Callable
     premises: Callable = lambda n, params: []
     scope: str = ""
+    output: Callable | None = None
 
 
 # -- what the collectives start from and end with, over symbolic N ------------------------
@@ -152,6 +153,8 @@ def queries(program: Program, invariant: Invariant) -> list:
     root = params.get("root", 0)
     chunks, steps, width = (as_term(f(n), n) for f in (sym.chunks, sym.steps, sym.width))
     is_input, is_output, expected = EXPECTED[program.collective]
+    if invariant.output is not None:
+        is_output = invariant.output
 
     def rank(*vs):
         return [b for t in vs for b in (0 <= t, t < n)]

@@ -52,6 +52,18 @@ def ring_allreduce(shift: int, phases: int = 2) -> Invariant:
     return Invariant(_always, holds, prev, prev)
 
 
+def ring_seed_reduce_scatter() -> Invariant:
+    """ring-seed's reduce-scatter leaves rank r with chunk r + 1 (its
+    declared ownership, :data:`collspec.models.generators.ring.OWNERS`):
+    proved against that ownership, which the scope states."""
+    from dataclasses import replace
+
+    from ..models.generators.ring import OWNERS
+
+    owner = OWNERS["ring-seed"]
+    return replace(ring_allreduce(1, phases=1), output=lambda n, C, r, c, root: c == owner(r, n), scope="rank r owns chunk r + 1 (declared)")
+
+
 def ring_allgather() -> Invariant:
     """Rank r has block c once the block has travelled (r - c) mod N hops."""
 
@@ -419,6 +431,7 @@ INVARIANTS = {
     ("ring", "broadcast"): chain_broadcast,
     ("ring", "reduce"): chain_reduce,
     ("ring-seed", "allreduce"): lambda: ring_allreduce(1),
+    ("ring-seed", "reduce_scatter"): lambda: ring_seed_reduce_scatter(),
     ("direct", "allreduce"): lambda: direct("allreduce"),
     ("direct", "reduce_scatter"): lambda: direct("reduce_scatter"),
     ("direct", "allgather"): lambda: direct("allgather"),

@@ -199,7 +199,7 @@ def free_constants(formulas: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
 
 def python_value(value: z3.ExprRef):
     """An int, Fraction, bool or string for a value in a model."""
-    if z3.is_int_value(value):
+    if z3.is_int_value(value) or z3.is_bv_value(value):
         return value.as_long()
     if z3.is_rational_value(value):
         fraction = Fraction(value.numerator_as_long(), value.denominator_as_long())

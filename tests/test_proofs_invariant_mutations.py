@@ -1,0 +1,143 @@
+"""Generator bugs planted in the algorithms the induction covers beyond the
+ring all-reduce: the ring's pipelined chains (broadcast, reduce) and the
+rooted binary trees. Each bug is in the transfer function the generator
+enumerates; the row's all-N proof must fail with a counterexample that
+names N (and the root where the bug needs one). The per-N check up to 16
+misses the N >= 17 ones, which is why the all-N rows exist."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collspec.models import indexing as ix
+from collspec.models.checker import check
+from collspec.models.generators import generate
+from collspec.models.generators import tree as tree_gen
+from collspec.proofs import invariants
+from collspec.proofs.solver import FAILED, PROVED
+from collspec.proofs.suite import run_proof, select, suite
+
+ORIGINAL_NEXT = ix.ring_next
+ORIGINAL_CHAIN_CHUNK = ix.chain_chunk
+ORIGINAL_UP = tree_gen._up
+ORIGINAL_DOWN = tree_gen._down
+ORIGINAL_RANK = tree_gen._rank
+
+
+def row(name):
+    (proof,) = select(suite(), name)
+    return run_proof(proof)
+
+
+def wrong_neighbour_from_17(r, n):
+    """ring_next, except that rank N - 2 sends to rank 1 when N >= 17 (to
+    rank 0 a reduce would still be right: any in-tree to the root is)."""
+    return ix.where(ix.both(n >= 17, r == n - 2), (r + 3) % n, ORIGINAL_NEXT(r, n))
+
+
+def drops_chunk_0_at_position_1(position, t):
+    """The second sender of a chain never forwards chunk 0."""
+    chunk = ORIGINAL_CHAIN_CHUNK(position, t)
+    return ix.where(ix.both(position == 1, chunk == 0), -1, chunk)
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_ring_chain_wrong_neighbour_from_17_fails_the_all_n_row(monkeypatch, collective):
+    monkeypatch.setattr(ix, "ring_next", wrong_neighbour_from_17)
+    for n in (2, 5, 16):
+        assert check(generate("ring", collective, n)).ok  # the per-N check cannot see it
+    assert not check(generate("ring", collective, 17)).ok
+    result = row(f"ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert "root" in result.counterexample
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_ring_chain_dropped_hop_fails_the_all_n_row(monkeypatch, collective):
+    monkeypatch.setattr(ix, "chain_chunk", drops_chunk_0_at_position_1)
+    assert not check(generate("ring", collective, 4)).ok
+    result = row(f"ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 3
+
+
+def tree_up_misdirected_from_17(n, t, r, j, root):
+    """The last position reduces into the position before it (a leaf that
+    sends in the same step, so the sum is lost) when N >= 17. (Into an
+    ancestor it would still be right: any in-tree to the root is.)"""
+    up = ORIGINAL_UP(n, t, r, j, root)
+    p = tree_gen._position(r, root, n)
+    wrong = tree_gen._rank(p - 1, root, n)
+    return dataclasses.replace(up, dst=ix.where(ix.both(n >= 17, p == n - 1), wrong, up.dst))
+
+
+def tree_down_drops_the_roots_second_child(n, t, r, j, root):
+    down = ORIGINAL_DOWN(n, t, r, j, root)
+    p = tree_gen._position(r, root, n)
+    return dataclasses.replace(down, active=ix.both(down.active, ix.either(p != 0, j == 0)))
+
+
+def rank_off_by_one_at_root_5(p, root, n):
+    """A renaming that is wrong only for root 5: the induction at root 0
+    cannot see it; the rotation query must."""
+    right = ORIGINAL_RANK(p, root, n)
+    if isinstance(root, int):
+        return right
+    return ix.where(ix.both(root == 5, p == 1), ix.where(right + 1 < n, right + 1, 0), right)
+
+
+def test_tree_reduce_wrong_parent_from_17_fails_the_all_n_row(monkeypatch):
+    monkeypatch.setattr(tree_gen, "_up", tree_up_misdirected_from_17)
+    for n in (2, 7, 16):
+        assert check(generate("binary-tree", "reduce", n)).ok
+    assert not check(generate("binary-tree", "reduce", 17)).ok
+    result = row("binary-tree.reduce-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+
+
+def test_tree_broadcast_dropped_hop_fails_the_all_n_row(monkeypatch):
+    monkeypatch.setattr(tree_gen, "_down", tree_down_drops_the_roots_second_child)
+    assert not check(generate("binary-tree", "broadcast", 3)).ok
+    result = row("binary-tree.broadcast-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 3
+
+
+@pytest.mark.parametrize("collective", ["reduce", "broadcast"])
+def test_tree_renaming_bug_at_one_root_fails_the_rotation_query(monkeypatch, collective):
+    monkeypatch.setattr(tree_gen, "_rank", rank_off_by_one_at_root_5)
+    result = row(f"binary-tree.{collective}-exactly-once")
+    assert result.status == FAILED
+    assert result.counterexample["root"] == 5
+    assert result.queries[-1][0].startswith("rotation:")
+
+
+def test_every_builtin_collective_has_an_all_n_row_but_the_one_not_yet_proved():
+    from collspec.models.generators import ALGORITHMS
+
+    rows = {p.name: p.scope for p in suite()}
+    for algorithm, collectives in ALGORITHMS.items():
+        for collective in collectives:
+            name = f"{algorithm}.{collective}-exactly-once"
+            if (algorithm, collective) in invariants.NOT_YET_PROVED:
+                assert name not in rows
+            else:
+                assert rows[name].startswith("all N"), name
+    assert set(invariants.NOT_YET_PROVED) == {("hierarchical-ring", "allreduce")}
+
+
+@pytest.mark.parametrize("name", ["ring.broadcast", "ring.reduce", "binary-tree.reduce", "binary-tree.broadcast", "hub.broadcast", "hub.reduce"])
+def test_new_rows_prove_for_every_root(name):
+    result = row(f"{name}-exactly-once")
+    assert result.status == PROVED and "all roots" in result.scope
+
+
+def test_ring_seed_reduce_scatter_is_proved_only_against_its_declared_ownership():
+    from collspec.models.generators import program
+    from collspec.proofs import induction
+    from collspec.proofs.solver import run_queries
+
+    default = run_queries(induction.queries(program("ring-seed", "reduce_scatter"), invariants.ring_allreduce(1, phases=1)))
+    assert default.status == FAILED and default.queries[-1][0].startswith("end:")
+    declared = row("ring-seed.reduce_scatter-exactly-once")
+    assert declared.status == PROVED and "rank r owns chunk r + 1" in declared.scope
