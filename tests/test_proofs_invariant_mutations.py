@@ -141,3 +141,27 @@ def test_ring_seed_reduce_scatter_is_proved_only_against_its_declared_ownership(
     assert default.status == FAILED and default.queries[-1][0].startswith("end:")
     declared = row("ring-seed.reduce_scatter-exactly-once")
     assert declared.status == PROVED and "rank r owns chunk r + 1" in declared.scope
+
+
+def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
+    """README's "Proved for all N" table lists every -exactly-once row, and
+    no other, with the scope the suite gives it."""
+    import itertools
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    table = text[text.index("**Proved for all N**"): text.index("Every `-exactly-once` row is one induction")]
+    listed = {}
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or "exactly-once" not in cells[1]:
+            continue
+        scope = cells[2].strip().strip("`")
+        for name in re.findall(r"`([^`]*exactly-once)`", cells[1]):
+            parts = re.split(r"\{([^}]*)\}", name)
+            options = [p.split(",") if i % 2 else [p] for i, p in enumerate(parts)]
+            for combo in itertools.product(*options):
+                listed["".join(combo)] = scope
+    rows = {p.name: p.scope for p in suite() if p.name.endswith("-exactly-once")}
+    assert listed == rows
