@@ -165,3 +165,12 @@ def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
                 listed["".join(combo)] = scope
     rows = {p.name: p.scope for p in suite() if p.name.endswith("-exactly-once")}
     assert listed == rows
+
+
+def test_tree_allreduce_with_its_phases_swapped_fails_the_all_n_row(monkeypatch):
+    """Broadcast first, reduce after: every step is a legal transfer, the
+    result is wrong."""
+    monkeypatch.setattr(tree_gen, "_up", lambda n, t, r, j, root: ORIGINAL_DOWN(n, t, r, j, root))
+    monkeypatch.setattr(tree_gen, "_down", lambda n, t, r, j, root: ORIGINAL_UP(n, t, r, j, root))
+    result = row("binary-tree.allreduce-exactly-once")
+    assert result.status == FAILED and "N" in result.counterexample
