@@ -275,12 +275,18 @@ def _bool(value):
     return as_term(value, None)
 
 
-def at_root_zero(program: Program) -> Program:
-    """``program`` with its root fixed to 0 (no symbolic root)."""
+def with_options(program: Program, **fixed) -> Program:
+    """``program`` with the options ``fixed`` set to constants (not symbolic
+    in a proof); its other options stay symbolic."""
     from dataclasses import replace
 
-    rebuilt = program.factory(root=0)
-    return replace(rebuilt, params={k: v for k, v in rebuilt.params.items() if k != "root"})
+    rebuilt = program.factory(**{**program.params, **fixed})
+    return replace(rebuilt, params={k: v for k, v in rebuilt.params.items() if k not in fixed})
+
+
+def at_root_zero(program: Program) -> Program:
+    """``program`` with its root fixed to 0 (no symbolic root)."""
+    return with_options(program, root=0)
 
 
 def rotation_queries(program: Program, position: Callable, rank: Callable) -> list:

@@ -98,9 +98,12 @@ class Bounds:
     differs_ranks: range
     identical_ranks: int
     lower_bound_ranks: range
+    #: the constant group sizes whose hierarchical-ring rows run (all of
+    #: :data:`invariants.FIXED_GROUP_SIZES` in the full suite)
+    group_sizes: tuple = ()
 
 
-DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7))
+DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7), group_sizes=(1,))
 FULL = Bounds(builtin_ranks=16, differs_ranks=range(3, 9), identical_ranks=32, lower_bound_ranks=range(2, 9))
 
 
@@ -125,6 +128,12 @@ def suite(full: bool = False) -> list[Proof]:
     proofs += [
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
+    ]
+    proofs += [
+        Proof(f"{algorithm}.{collective}-exactly-once-L{size}", induction_scope(algorithm, collective, size), INDUCTION_STATEMENT, _induction_proof(algorithm, collective, size))
+        for (algorithm, collective), sizes in invariants.FIXED_GROUP_SIZES.items()
+        for size in sizes
+        if full or size in bounds.group_sizes
     ]
     proofs += [
         Proof(
@@ -168,13 +177,20 @@ def suite(full: bool = False) -> list[Proof]:
 INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, and reduces add only into the same index (induction over the transfer function)"
 
 
-def induction_scope(algorithm: str, collective: str) -> str:
-    """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
-    program's other symbolic options and the invariant's extra premises."""
+def _program(algorithm: str, collective: str, size=None):
+    """The program, with its group size a constant when ``size`` is given."""
     made = program(algorithm, collective)
+    return made if size is None else induction.with_options(made, size=size)
+
+
+def induction_scope(algorithm: str, collective: str, size=None) -> str:
+    """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
+    program's other symbolic options and the invariant's extra premises
+    (a constant group ``size`` is one)."""
+    made = _program(algorithm, collective, size)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
-    extra = invariants.invariant(algorithm, collective, params={"root": 0, "size": 1}).scope
+    extra = invariants.invariant(algorithm, collective, params={"root": 0, "size": 1 if size is None else size}).scope
     return ", ".join(parts + ([extra] if extra else []))
 
 
@@ -182,9 +198,9 @@ def induction_scope(algorithm: str, collective: str) -> str:
 OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
 
 
-def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
+def _induction_proof(algorithm: str, collective: str, size=None) -> Callable[[], Outcome]:
     def run() -> Outcome:
-        made = program(algorithm, collective)
+        made = _program(algorithm, collective, size)
         if (algorithm, collective) in invariants.ROTATED:
             zero = induction.at_root_zero(made)
             return run_queries([
@@ -194,6 +210,8 @@ def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
             ])
         v = symbolic(made)[1]
         params = {name: v[name] for name in made.params}
+        if size is not None:
+            params["size"] = size
         return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, params=params))])
 
     return run

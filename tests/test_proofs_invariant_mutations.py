@@ -121,6 +121,7 @@ def test_every_builtin_collective_has_an_all_n_row_but_the_one_not_yet_proved():
             name = f"{algorithm}.{collective}-exactly-once"
             if (algorithm, collective) in invariants.NOT_YET_PROVED:
                 assert name not in rows
+                assert rows[f"{name}-L1"] == "all N>=2, group size 1 (N a multiple)"
             else:
                 assert rows[name].startswith("all N"), name
     assert set(invariants.NOT_YET_PROVED) == {("hierarchical-ring", "allreduce")}
@@ -144,8 +145,8 @@ def test_ring_seed_reduce_scatter_is_proved_only_against_its_declared_ownership(
 
 
 def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
-    """README's "Proved for all N" table lists every -exactly-once row, and
-    no other, with the scope the suite gives it."""
+    """README's "Proved for all N" table lists every -exactly-once row of
+    the full suite, and no other, with the scope the suite gives it."""
     import itertools
     import re
     from pathlib import Path
@@ -158,12 +159,12 @@ def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
         if len(cells) < 4 or "exactly-once" not in cells[1]:
             continue
         scope = cells[2].strip().strip("`")
-        for name in re.findall(r"`([^`]*exactly-once)`", cells[1]):
+        for name in re.findall(r"`([^`]*exactly-once(?:-L\d+)?)`", cells[1]):
             parts = re.split(r"\{([^}]*)\}", name)
             options = [p.split(",") if i % 2 else [p] for i, p in enumerate(parts)]
             for combo in itertools.product(*options):
                 listed["".join(combo)] = scope
-    rows = {p.name: p.scope for p in suite() if p.name.endswith("-exactly-once")}
+    rows = {p.name: p.scope for p in suite(full=True) if "-exactly-once" in p.name}
     assert listed == rows
 
 
@@ -174,3 +175,13 @@ def test_tree_allreduce_with_its_phases_swapped_fails_the_all_n_row(monkeypatch)
     monkeypatch.setattr(tree_gen, "_down", lambda n, t, r, j, root: ORIGINAL_UP(n, t, r, j, root))
     result = row("binary-tree.allreduce-exactly-once")
     assert result.status == FAILED and "N" in result.counterexample
+
+
+def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_fails_its_fixed_size_row(monkeypatch):
+    """Group size 1 (every rank its own node): the inter-group ring is the
+    whole ring; rank N - 2 sending to rank 1 from N >= 17 on is caught."""
+    monkeypatch.setattr(ix, "ring_next", wrong_neighbour_from_17)
+    assert check(generate("hierarchical-ring", "allreduce", 16, group_size=1)).ok
+    assert not check(generate("hierarchical-ring", "allreduce", 17, group_size=1)).ok
+    result = row("hierarchical-ring.allreduce-exactly-once-L1")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
