@@ -11,8 +11,11 @@ exactly-once                               and reduces add into the same index, 
                                            over the algorithm's own transfer function
                                            (:mod:`collspec.proofs.induction`); "all N>=2" on
                                            integers, "all N<=65536" on bit-vectors (the most
-                                           ranks the generators accept), plus "all roots" or
-                                           "all group sizes" where those are symbolic too
+                                           ranks the generators accept), plus "all roots"
+                                           where the root is symbolic too (the rooted trees:
+                                           at root 0, then every root as a renaming)
+<algorithm>.<collective>-    all N>=2,     the same with the group size a constant
+exactly-once-L<size>         group size L  (hierarchical-ring: L=1; L=2 with ``full``)
 builtin.<algorithm>          N<=K          every built-in schedule computes its collective for
                                            all inputs (:mod:`collspec.proofs.schedules`)
 <dtype>.ring-differs         N=3           inputs where the ring's float result is not the
