@@ -77,6 +77,9 @@ class Invariant:
     premises: Callable = lambda n, params: []
     scope: str = ""
     output: Callable | None = None
+    ranks: Callable | None = None
+    cells: Callable | None = None
+    cases: Callable | None = None
 
 
 # -- what the collectives start from and end with, over symbolic N ------------------------
@@ -157,9 +160,13 @@ def queries(program: Program, invariant: Invariant) -> list:
         is_output = invariant.output
 
     def rank(*vs):
+        if invariant.ranks is not None:
+            return [b for t in vs for b in invariant.ranks(params, t)]
         return [b for t in vs for b in (0 <= t, t < n)]
 
     def cell(*vs):
+        if invariant.cells is not None:
+            return [b for t in vs for b in invariant.cells(params, t)]
         return [b for t in vs for b in (0 <= t, t < chunks)]
 
     def slot(*vs):
@@ -196,11 +203,11 @@ def queries(program: Program, invariant: Invariant) -> list:
     second_writer = [writes(t1, r, c), writes(t2, r, c), z3.Or(q != q2, j != j2)]
     one_writer = at_step + rank(r, q) + cell(c) + slot(j) + [writes(t1, r, c)]
     final = steps
-    return [
+    asked = [
         Query(
             "in-range: an active transfer names a rank, two cells and an op that exist",
             at_step + rank(q) + slot(j) + [_bool(t1.active)],
-            z3.And(0 <= t1.dst, t1.dst < n, *cell(t1.src_chunk, t1.dst_chunk), z3.Or(t1.op == COPY, t1.op == REDUCE)),
+            z3.And(*rank(t1.dst), *cell(t1.src_chunk, t1.dst_chunk), z3.Or(t1.op == COPY, t1.op == REDUCE)),
         ),
         Query("same-index: every reduce adds into the cell index it read", at_step + rank(q) + slot(j) + [_bool(t1.active)], t1.src_chunk == t1.dst_chunk, [t1.op == REDUCE]),
         Query(
@@ -256,6 +263,22 @@ def queries(program: Program, invariant: Invariant) -> list:
             z3.And(defined(final, r, c), holds(final, r, c) == _bool(expected(n, chunks, r, c, x, k, root))),
         ),
     ]
+    if invariant.cases is None:
+        return asked
+    cases = invariant.cases(params, s)
+    return [split for query in asked for split in (_by_case(query, cases) if not query.name.startswith(("base", "end")) else [query])]
+
+
+def _by_case(query: Query, cases: list) -> list:
+    """``query`` once per case (see :class:`Invariant`): case i is its
+    condition and none before it, and a last case is none of them."""
+    split, before = [], []
+    for label, condition in [*cases, ("otherwise", None)]:
+        here = [*before] + ([condition] if condition is not None else [])
+        split.append(Query(f"{query.name} [{label}]", query.premises, query.claim, [*query.when, *here]))
+        if condition is not None:
+            before.append(z3.Not(condition))
+    return split
 
 
 def spec_check(collective: str) -> Callable[[], Outcome]:

@@ -79,61 +79,6 @@ def ring_allgather() -> Invariant:
     return Invariant(defined, holds, prev, prev)
 
 
-def _ring_partial(n, start, r, x, hops):
-    """A ring reduce-scatter's chunk that started at ``start`` (ring of n,
-    positions): after ``hops`` <= n - 1 hops rank r holds its window, or
-    itself while the chunk has not reached it."""
-    a = (r - start + n) % n
-    return ix.where(a <= hops, _ring_window(n, start, r, x), x == r)
-
-
-def _ring_complete(n, start, r, gathered):
-    """After the reduce-scatter and ``gathered`` >= 0 all-gather hops, the
-    chunk that started at ``start`` is complete at r."""
-    a = (r - start + n) % n
-    return ix.both(gathered >= 0, ix.either(a == n - 1, a < gathered))
-
-
-def hierarchical_ring() -> Invariant:
-    """Groups of L = ``size`` ranks, G = N / L groups; rank r is (g, l) =
-    (r // L, r % L), chunk c is chunk i = c % G of block b = c // G. Phases
-    1 and 4 are ring all-reduce halves of L local ranks on every block
-    (block b starts at local index b + 1), within each group; phases 2 and
-    3 a ring all-reduce of G groups on chunk i of block l (chunk i starts
-    at group i + 1), among the ranks of local index l."""
-
-    def build(size):
-        def holds(n, s, r, c, x, k):
-            L = size
-            G = ix.floordiv(n, L)
-            g, l, gx, lx = ix.floordiv(r, L), r % L, ix.floordiv(x, L), x % L
-            b, i = ix.floordiv(c, G), c % G
-            k1 = s - (L - 1)
-            k2 = k1 - (G - 1)
-            k3 = k2 - (G - 1)
-            intra = ix.both(gx == g, _ring_partial(L, (b + 1) % L, l, lx, ix.where(k1 < 0, s, L - 1)))
-            inter = ix.where(_ring_complete(G, (i + 1) % G, g, k2), True, _ring_partial(G, (i + 1) % G, g, gx, ix.where(k2 < 0, k1, G - 1)))
-            own = ix.where(k1 >= 0, inter, intra)
-            other = ix.where(ix.both(k3 >= 0, _ring_complete(L, (b + 1) % L, l, k3)), True, intra)
-            return ix.both(k == c, ix.where(b == l, own, other))
-
-        def writer(n, s, r, c):
-            L = size
-            G = ix.floordiv(n, L)
-            g, l = ix.floordiv(r, L), r % L
-            inter = ix.both(s >= L - 1, s < L - 1 + 2 * (G - 1))
-            return ix.where(inter, ix.ring_prev(g, G) * L + l, g * L + ix.ring_prev(l, L)), ix.where(inter, 0, c % G)
-
-        fixed = isinstance(size, int)
-        return Invariant(
-            _always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c),
-            premises=lambda n, params: [n % size == 0] if fixed else [],
-            scope=f"group size {size} (N a multiple)" if fixed else "",
-        )
-
-    return ("sized", build)
-
-
 def _chain_prev(n, s, r, c, *rest):
     return ix.ring_prev(r, n), 0
 
@@ -456,16 +401,6 @@ INVARIANTS = {
 }
 
 
-#: Written, but not yet proved for every group size: with both N and the
-#: group size symbolic every rank is g * L + l, nonlinear integer arithmetic,
-#: and Z3 returns unknown on five of the queries (30 s each). With the group
-#: size L a constant and N (so the node count) symbolic the queries are
-#: decided: :data:`FIXED_GROUP_SIZES` rows, in ``--full`` (tens of seconds each).
-NOT_YET_PROVED = {("hierarchical-ring", "allreduce"): hierarchical_ring}
-
-#: (algorithm, collective) -> the option values proved one by one, the rest symbolic
-FIXED_GROUP_SIZES = {("hierarchical-ring", "allreduce"): (1, 2)}
-
 #: rooted programs proved at root 0 by induction and for every other root as
 #: a renaming of that instance (:func:`collspec.proofs.induction.rotation_queries`):
 #: (algorithm, collective) -> the code's (position, rank) renaming. A
@@ -479,14 +414,12 @@ ROTATED = {
 
 def invariant(algorithm: str, collective: str, root=None, params=None) -> Invariant:
     """The invariant of a built-in algorithm. Rooted ones take ``root`` (or
-    ``params["root"]``), sized ones ``params["size"]``: the values (Z3
-    variables in a proof) of the program's options, as
-    :func:`collspec.models.program.symbolic` returns them."""
-    made = {**INVARIANTS, **NOT_YET_PROVED}[(algorithm, collective)]()
+    ``params["root"]``): the value (a Z3 variable in a proof) of the
+    program's option, as :func:`collspec.models.program.symbolic` returns
+    it. hierarchical-ring's is :func:`collspec.proofs.hierarchical.pair_invariant`."""
+    made = INVARIANTS[(algorithm, collective)]()
     if isinstance(made, tuple):
         kind, build = made
         params = dict(params or {})
-        if kind == "rooted":
-            return build(params.get("root", root))
-        return build(params["size"])
+        return build(params.get("root", root))
     return made

@@ -14,8 +14,9 @@ exactly-once                               and reduces add into the same index, 
                                            ranks the generators accept), plus "all roots"
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
-<algorithm>.<collective>-    all N>=2,     the same with the group size a constant
-exactly-once-L<size>         group size L  (hierarchical-ring: L=1; L=2 with ``full``)
+hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
+allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
+                             sizes         (:mod:`collspec.proofs.hierarchical`)
 builtin.<algorithm>          N<=K          every built-in schedule computes its collective for
                                            all inputs (:mod:`collspec.proofs.schedules`)
 <dtype>.ring-differs         N=3           inputs where the ring's float result is not the
@@ -49,7 +50,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import ring as ring_gen
 from ..models.program import BITVEC, symbolic
-from . import floating, induction, invariants, lower_bound, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, ring, schedules
 from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
 
 ALL_N = "all N>=2"
@@ -101,12 +102,9 @@ class Bounds:
     differs_ranks: range
     identical_ranks: int
     lower_bound_ranks: range
-    #: the constant group sizes whose hierarchical-ring rows run (all of
-    #: :data:`invariants.FIXED_GROUP_SIZES` in the full suite)
-    group_sizes: tuple = ()
 
 
-DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7), group_sizes=(1,))
+DEFAULT = Bounds(builtin_ranks=6, differs_ranks=range(3, 4), identical_ranks=8, lower_bound_ranks=range(2, 7))
 FULL = Bounds(builtin_ranks=16, differs_ranks=range(3, 9), identical_ranks=32, lower_bound_ranks=range(2, 9))
 
 
@@ -132,12 +130,7 @@ def suite(full: bool = False) -> list[Proof]:
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
     ]
-    proofs += [
-        Proof(f"{algorithm}.{collective}-exactly-once-L{size}", induction_scope(algorithm, collective, size), INDUCTION_STATEMENT, _induction_proof(algorithm, collective, size))
-        for (algorithm, collective), sizes in invariants.FIXED_GROUP_SIZES.items()
-        for size in sizes
-        if full or size in bounds.group_sizes
-    ]
+    proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
             f"builtin.{algorithm}",
@@ -180,20 +173,13 @@ def suite(full: bool = False) -> list[Proof]:
 INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, and reduces add only into the same index (induction over the transfer function)"
 
 
-def _program(algorithm: str, collective: str, size=None):
-    """The program, with its group size a constant when ``size`` is given."""
-    made = program(algorithm, collective)
-    return made if size is None else induction.with_options(made, size=size)
-
-
-def induction_scope(algorithm: str, collective: str, size=None) -> str:
+def induction_scope(algorithm: str, collective: str) -> str:
     """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
-    program's other symbolic options and the invariant's extra premises
-    (a constant group ``size`` is one)."""
-    made = _program(algorithm, collective, size)
+    program's other symbolic options and the invariant's extra premises."""
+    made = program(algorithm, collective)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
-    extra = invariants.invariant(algorithm, collective, params={"root": 0, "size": 1 if size is None else size}).scope
+    extra = invariants.invariant(algorithm, collective, params={"root": 0}).scope
     return ", ".join(parts + ([extra] if extra else []))
 
 
@@ -201,9 +187,21 @@ def induction_scope(algorithm: str, collective: str, size=None) -> str:
 OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
 
 
-def _induction_proof(algorithm: str, collective: str, size=None) -> Callable[[], Outcome]:
+def _hierarchical_proof() -> Outcome:
+    """The induction on hierarchical-ring's pair program, G and L symbolic,
+    and the renaming to the generator's ranks and chunks (:mod:`collspec.proofs.hierarchical`)."""
+    made = hierarchical.pair_program(1, 1)
+    v = symbolic(made)[1]
+    return run_queries([
+        induction.spec_check("allreduce"),
+        *induction.queries(made, hierarchical.pair_invariant(v["groups"], v["size"])),
+        *hierarchical.renaming_queries(),
+    ])
+
+
+def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
-        made = _program(algorithm, collective, size)
+        made = program(algorithm, collective)
         if (algorithm, collective) in invariants.ROTATED:
             zero = induction.at_root_zero(made)
             return run_queries([
@@ -213,8 +211,6 @@ def _induction_proof(algorithm: str, collective: str, size=None) -> Callable[[],
             ])
         v = symbolic(made)[1]
         params = {name: v[name] for name in made.params}
-        if size is not None:
-            params["size"] = size
         return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, params=params))])
 
     return run

@@ -112,19 +112,14 @@ def test_tree_renaming_bug_at_one_root_fails_the_rotation_query(monkeypatch, col
     assert result.queries[-1][0].startswith("rotation:")
 
 
-def test_every_builtin_collective_has_an_all_n_row_but_the_one_not_yet_proved():
+def test_every_builtin_collective_has_an_all_n_row():
     from collspec.models.generators import ALGORITHMS
 
     rows = {p.name: p.scope for p in suite()}
     for algorithm, collectives in ALGORITHMS.items():
         for collective in collectives:
-            name = f"{algorithm}.{collective}-exactly-once"
-            if (algorithm, collective) in invariants.NOT_YET_PROVED:
-                assert name not in rows
-                assert rows[f"{name}-L1"] == "all N>=2, group size 1 (N a multiple)"
-            else:
-                assert rows[name].startswith("all N"), name
-    assert set(invariants.NOT_YET_PROVED) == {("hierarchical-ring", "allreduce")}
+            assert rows[f"{algorithm}.{collective}-exactly-once"].startswith("all N"), (algorithm, collective)
+    assert rows["hierarchical-ring.allreduce-exactly-once"] == "all N>=2, all group sizes"
 
 
 @pytest.mark.parametrize("name", ["ring.broadcast", "ring.reduce", "binary-tree.reduce", "binary-tree.broadcast", "hub.broadcast", "hub.reduce"])
@@ -159,7 +154,7 @@ def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
         if len(cells) < 4 or "exactly-once" not in cells[1]:
             continue
         scope = cells[2].strip().strip("`")
-        for name in re.findall(r"`([^`]*exactly-once(?:-L\d+)?)`", cells[1]):
+        for name in re.findall(r"`([^`]*exactly-once)`", cells[1]):
             parts = re.split(r"\{([^}]*)\}", name)
             options = [p.split(",") if i % 2 else [p] for i, p in enumerate(parts)]
             for combo in itertools.product(*options):
@@ -177,11 +172,20 @@ def test_tree_allreduce_with_its_phases_swapped_fails_the_all_n_row(monkeypatch)
     assert result.status == FAILED and "N" in result.counterexample
 
 
-def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_fails_its_fixed_size_row(monkeypatch):
-    """Group size 1 (every rank its own node): the inter-group ring is the
-    whole ring; rank N - 2 sending to rank 1 from N >= 17 on is caught."""
+def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_fails_its_all_n_row(monkeypatch):
+    """One GPU per node: the inter-group ring is the whole ring; rank N - 2
+    sending to rank 1 from N >= 17 on is caught (with G >= 17 groups)."""
     monkeypatch.setattr(ix, "ring_next", wrong_neighbour_from_17)
     assert check(generate("hierarchical-ring", "allreduce", 16, group_size=1)).ok
     assert not check(generate("hierarchical-ring", "allreduce", 17, group_size=1)).ok
-    result = row("hierarchical-ring.allreduce-exactly-once-L1")
-    assert result.status == FAILED and result.counterexample["N"] >= 17
+    result = row("hierarchical-ring.allreduce-exactly-once")
+    assert result.status == FAILED and result.counterexample["groups"] >= 17
+
+
+def test_hierarchical_ring_sending_the_all_gathers_chunks_in_its_reduce_scatters_fails(monkeypatch):
+    """Both reduce-scatter phases (in groups and across them) pick each
+    hop's chunk by the all-gather's formula."""
+    monkeypatch.setattr(ix, "ring_rs_send", lambda r, s, n: ix.ag_send(ix.ring_owner, r, s, n))
+    assert not check(generate("hierarchical-ring", "allreduce", 4, group_size=2)).ok
+    result = row("hierarchical-ring.allreduce-exactly-once")
+    assert result.status == FAILED and "size" in result.counterexample
