@@ -57,12 +57,17 @@ def pair_program(groups, size) -> Program:
 
 
 def _ring_partial(n, start, r, x, hops):
-    a = (r - start + n) % n
-    return ix.where(a <= hops, (x - start + n) % n <= a, x == r)
+    """A ring reduce-scatter's chunk that started at ``start``: after
+    ``hops`` hops rank r holds the ranks from start to r, or itself while
+    the chunk has not reached it."""
+    a = ix.wrap(r - start, n)
+    return ix.where(a <= hops, ix.wrap(x - start, n) <= a, x == r)
 
 
 def _ring_complete(n, start, r, gathered):
-    a = (r - start + n) % n
+    """After the reduce-scatter and ``gathered`` all-gather hops, the chunk
+    that started at ``start`` is complete at r."""
+    a = ix.wrap(r - start, n)
     return ix.both(gathered >= 0, ix.either(a == n - 1, a < gathered))
 
 
@@ -78,16 +83,16 @@ def pair_invariant(G, L) -> Invariant:
         k1 = s - (L - 1)
         k2 = k1 - (G - 1)
         k3 = k2 - (G - 1)
-        intra = ix.both(gx == g, _ring_partial(L, (b + 1) % L, l, lx, ix.where(k1 < 0, s, L - 1)))
-        inter = ix.where(_ring_complete(G, (i + 1) % G, g, k2), True, _ring_partial(G, (i + 1) % G, g, gx, ix.where(k2 < 0, k1, G - 1)))
+        intra = ix.both(gx == g, _ring_partial(L, ix.wrap(b + 1, L), l, lx, ix.where(k1 < 0, s, L - 1)))
+        inter = ix.where(_ring_complete(G, ix.wrap(i + 1, G), g, k2), True, _ring_partial(G, ix.wrap(i + 1, G), g, gx, ix.where(k2 < 0, k1, G - 1)))
         own = ix.where(k1 >= 0, inter, intra)
-        other = ix.where(ix.both(k3 >= 0, _ring_complete(L, (b + 1) % L, l, k3)), True, intra)
+        other = ix.where(ix.both(k3 >= 0, _ring_complete(L, ix.wrap(b + 1, L), l, k3)), True, intra)
         return ix.both(k == c, ix.where(b == l, own, other))
 
     def writer(n, s, r, c):
         (g, l), (_, i) = _split(r), _split(c)
         inter = ix.both(s >= L - 1, s < L - 1 + 2 * (G - 1))
-        return ix.where(inter, ix.ring_prev(g, G) * STRIDE + l, g * STRIDE + ix.ring_prev(l, L)), ix.where(inter, 0, i)
+        return ix.where(inter, ix.wrap(g - 1, G) * STRIDE + l, g * STRIDE + ix.wrap(l - 1, L)), ix.where(inter, 0, i)
 
     def pairs(first, second):
         return lambda params, t: [0 <= t, ix.floordiv(t, STRIDE) < params[first], t % STRIDE < params[second]]

@@ -172,20 +172,55 @@ def test_tree_allreduce_with_its_phases_swapped_fails_the_all_n_row(monkeypatch)
     assert result.status == FAILED and "N" in result.counterexample
 
 
-def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_fails_its_all_n_row(monkeypatch):
-    """One GPU per node: the inter-group ring is the whole ring; rank N - 2
-    sending to rank 1 from N >= 17 on is caught (with G >= 17 groups)."""
-    monkeypatch.setattr(ix, "ring_next", wrong_neighbour_from_17)
-    assert check(generate("hierarchical-ring", "allreduce", 16, group_size=1)).ok
+def _pair_mutation(change):
+    from collspec.models.generators import hierarchical as gen
+
+    original = gen.pair_transfer
+
+    def mutated(groups, size, s, g, l, j):
+        return change(groups, size, s, g, l, j, *original(groups, size, s, g, l, j))
+
+    return gen, mutated
+
+
+def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_from_17_groups_fails_its_all_n_row(monkeypatch):
+    """Group G - 2 sends its inter-group hops to group 1 instead of G - 1,
+    only with 17 groups or more."""
+
+    def change(groups, size, s, g, l, j, active, dst, read, written, op):
+        inter = ix.both(s >= size - 1, s < size - 1 + 2 * (groups - 1))
+        bad = ix.both(groups >= 17, inter, g == groups - 2)
+        return active, (ix.where(bad, 1, dst[0]), dst[1]), read, written, op
+
+    gen, mutated = _pair_mutation(change)
+    monkeypatch.setattr(gen, "pair_transfer", mutated)
+    for n, size in ((16, 1), (32, 2)):
+        assert check(generate("hierarchical-ring", "allreduce", n, group_size=size)).ok  # 16 groups: unseen
     assert not check(generate("hierarchical-ring", "allreduce", 17, group_size=1)).ok
     result = row("hierarchical-ring.allreduce-exactly-once")
     assert result.status == FAILED and result.counterexample["groups"] >= 17
 
 
-def test_hierarchical_ring_sending_the_all_gathers_chunks_in_its_reduce_scatters_fails(monkeypatch):
-    """Both reduce-scatter phases (in groups and across them) pick each
-    hop's chunk by the all-gather's formula."""
-    monkeypatch.setattr(ix, "ring_rs_send", lambda r, s, n: ix.ag_send(ix.ring_owner, r, s, n))
+def test_hierarchical_ring_with_a_dropped_inter_group_hop_fails_its_all_n_row(monkeypatch):
+    """Group 0 skips the first hop of the inter-group reduce-scatter."""
+
+    def change(groups, size, s, g, l, j, active, dst, read, written, op):
+        return ix.both(active, ix.either(s != size - 1, g != 0)), dst, read, written, op
+
+    gen, mutated = _pair_mutation(change)
+    monkeypatch.setattr(gen, "pair_transfer", mutated)
     assert not check(generate("hierarchical-ring", "allreduce", 4, group_size=2)).ok
     result = row("hierarchical-ring.allreduce-exactly-once")
-    assert result.status == FAILED and "size" in result.counterexample
+    assert result.status == FAILED and result.counterexample["groups"] >= 2
+
+
+def test_hierarchical_ring_formulas_are_the_ring_formulas_on_every_hop():
+    """pair_transfer writes ring_next, ring_rs_send and ag_send with wrap()
+    instead of %: the same value on every hop of its phase."""
+    for n in range(1, 12):
+        for r in range(n):
+            assert int(ix.wrap(r + 1, n)) == ix.ring_next(r, n)
+            assert int(ix.wrap(r - 1, n)) == ix.ring_prev(r, n)
+            for s in range(n - 1):
+                assert int(ix.wrap(r - 1 - s, n)) == ix.ring_rs_send(r, s, n)
+                assert int(ix.wrap(r - s, n)) == ix.ag_send(ix.ring_owner, r, s, n)

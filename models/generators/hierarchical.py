@@ -48,17 +48,20 @@ def pair_transfer(groups, size, s, g, l, j):
     (block, chunk) written, op)``, a chunk being chunk i of block b. Only
     additions and comparisons of each coordinate with its own range (the
     proofs evaluate it with G and L both symbolic, where g * L + l would be
-    nonlinear)."""
+    nonlinear). The ring formulas are :mod:`collspec.models.indexing`'s
+    (``ring_next``, ``ring_rs_send``, ``ag_send`` with ``ring_owner``)
+    written with :func:`~collspec.models.indexing.wrap` instead of ``%``
+    (the same values for hops inside their phase; tests compare them)."""
     first = phase_lengths_of(groups, size)
     k1 = s - first[0]
     k2 = k1 - first[1]
     k3 = k2 - first[2]
-    intra_next = (g, ix.ring_next(l, size))
-    inter_next = (ix.ring_next(g, groups), l)
-    rs_block = (ix.ring_rs_send(l, s, size), j)
-    ag_block = (ix.ag_send(ix.ring_owner, l, k3, size), j)
-    rs_chunk = (l, ix.ring_rs_send(g, k1, groups))
-    ag_chunk = (l, ix.ag_send(ix.ring_owner, g, k2, groups))
+    intra_next = (g, ix.wrap(l + 1, size))
+    inter_next = (ix.wrap(g + 1, groups), l)
+    rs_block = (ix.wrap(l - 1 - s, size), j)
+    ag_block = (ix.wrap(l - k3, size), j)
+    rs_chunk = (l, ix.wrap(g - 1 - k1, groups))
+    ag_chunk = (l, ix.wrap(g - k2, groups))
     cases = [
         (s < first[0], (True, intra_next, rs_block, REDUCE)),
         (k1 < first[1], (j == 0, inter_next, rs_chunk, REDUCE)),
