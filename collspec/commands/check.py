@@ -42,7 +42,21 @@ OPTIONS = {
     "group_size": (lambda n: 1, "hierarchical-ring: ranks per group, a divisor of N"),
     "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
     "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
+    "channels": (lambda n: 1, "nccl-*: channels the vector is split over (1..64)"),
+    "chunk": (lambda n: 1, "nccl-*: elements per chunk"),
+    "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to"),
+    "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
+    "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
+
+
+def parse_rings(text: str) -> list[list[int]]:
+    """``'0,1,2,3/3,2,1,0'`` -> ``[[0, 1, 2, 3], [3, 2, 1, 0]]`` (whether each
+    is a permutation of the ranks is the generator's check)."""
+    try:
+        return [[int(v) for v in ring.split(",")] for ring in text.split("/")]
+    except ValueError:
+        raise CollspecError(f"--option rings={text!r}: write ring orders as ranks separated by commas, rings separated by '/'") from None
 
 
 def parse_options(texts: list[str], algorithm: str | None, collective: str, ranks: list[int]) -> dict[str, int]:
@@ -53,12 +67,15 @@ def parse_options(texts: list[str], algorithm: str | None, collective: str, rank
     from ..models.generators import ALGORITHMS
     from ..spec.collectives import collective_name
 
-    options: dict[str, int] = {}
+    options: dict = {}
     for text in texts:
         name, sep, value = text.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or name not in OPTIONS:
             raise CollspecError(f"--option {text!r}: write NAME=VALUE with NAME one of {', '.join(OPTIONS)}")
+        if name == "rings":
+            options[name] = parse_rings(value)
+            continue
         try:
             number = int(value)
         except ValueError:

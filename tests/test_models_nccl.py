@@ -1,0 +1,118 @@
+"""NCCL's own algorithms as models: nccl-ring (channels, loops, ring orders)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collspec.models.checker import check
+from collspec.models.generators import generate
+from collspec.models.layout import ScheduleError
+
+RING_COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce")
+
+
+def _sent(schedule, step):
+    """{sender: sorted cells it sends} at one step."""
+    s = schedule.steps[step]
+    out: dict[int, list[int]] = {}
+    for src, cell in zip(s.src.tolist(), s.src_chunk.tolist()):
+        out.setdefault(src, []).append(cell)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("collective", RING_COLLECTIVES)
+def test_nccl_ring_passes_the_checker_over_a_sample_of_ranks_and_channels(collective):
+    # bench/nccl_verify.py runs every N = 2..64 with 1..4 channels
+    counts = {"allreduce": 37, "broadcast": 37, "reduce": 37, "reduce_scatter": 7, "allgather": 7}
+    failures = {}
+    for n in (2, 3, 7, 16, 33):
+        for channels in (1, 2, 3, 4):
+            schedule = generate("nccl-ring", collective, n, channels=channels, chunk=2, count=counts[collective])
+            result = check(schedule)
+            if not result.ok:
+                failures[(n, channels)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+
+
+def test_allreduce_step_t_sends_chunk_ring_index_minus_t_minus_1():
+    n, chunk = 5, 3
+    schedule = generate("nccl-ring", "allreduce", n, channels=1, chunk=chunk, count=n * chunk)
+    assert len(schedule.steps) == 2 * (n - 1)
+    for t in range(2 * (n - 1)):
+        expected = {i: [((i - t - 1) % n) * chunk + e for e in range(chunk)] for i in range(n)}
+        assert _sent(schedule, t) == expected, t
+        assert set(schedule.steps[t].op.tolist()) == {1 if t < n - 1 else 0}
+
+
+def test_allreduce_step_names_are_nccls_primitives():
+    schedule = generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=4)
+    assert [s.name for s in schedule.steps] == [
+        "loop 0 step 0: send -> recvReduceSend",
+        "loop 0 step 1: recvReduceSend -> recvReduceSend",
+        "loop 0 step 2: recvReduceSend -> recvReduceCopySend",
+        "loop 0 step 3: recvReduceCopySend -> recvCopySend",
+        "loop 0 step 4: recvCopySend -> recvCopySend",
+        "loop 0 step 5: recvCopySend -> recv",
+    ]
+
+
+def test_last_partial_loop_rounds_the_chunk_and_leaves_empty_chunks():
+    # one channel, 4 ranks, chunk 4: a loop is 16 elements; 22 = one full loop and
+    # a partial one of 6, whose chunkCount is alignUp(divUp(6, 4), 2) = 2: chunks
+    # of 2, 2, 2 and 0 elements (chunk 3 empty).
+    schedule = generate("nccl-ring", "allreduce", 4, channels=1, chunk=4, align=2, count=22)
+    assert len(schedule.steps) == 2 * 2 * 3
+    second = schedule.steps[6:]
+    assert sorted({c for s in second for c in s.src_chunk.tolist()}) == list(range(16, 22))
+    # at the first step of the partial loop the rank at ring index 0 sends chunk 3: empty
+    assert 0 not in _sent(schedule, 6)
+    assert _sent(schedule, 6)[1] == [16, 17]
+    assert check(schedule).ok
+
+
+def test_channels_get_contiguous_parts_and_run_at_once():
+    # 3 channels over 10 elements: parts of 4, 4 and 2; each channel's loop is its own
+    schedule = generate("nccl-ring", "allgather", 2, channels=3, chunk=4, count=10)
+    assert len(schedule.steps) == 1
+    step = schedule.steps[0]
+    assert sorted(step.src_chunk[step.src == 0].tolist()) == list(range(10))
+    assert schedule.link_capacity == 10
+    assert check(schedule).ok
+
+
+def test_each_channel_follows_its_own_ring():
+    rings = [[0, 1, 2, 3], [0, 2, 1, 3]]
+    schedule = generate("nccl-ring", "allgather", 4, channels=2, chunk=1, count=2, rings=rings)
+    step = schedule.steps[0]
+    links = {(int(a), int(b), int(c) % 2) for a, b, c in zip(step.src, step.dst, step.src_chunk)}
+    # channel 0 (cells 0 of each block) goes 0->1->2->3->0, channel 1 goes 0->2->1->3->0
+    assert links == {(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 0, 0), (0, 2, 1), (2, 1, 1), (1, 3, 1), (3, 0, 1)}
+    assert check(schedule).ok
+    rng = np.random.default_rng(7)
+    for collective in RING_COLLECTIVES:
+        rings = [rng.permutation(9).tolist() for _ in range(3)]
+        assert check(generate("nccl-ring", collective, 9, channels=3, chunk=2, rings=rings)).ok, collective
+
+
+def test_broadcast_and_reduce_follow_the_ring_from_the_root():
+    schedule = generate("nccl-ring", "broadcast", 4, channels=1, chunk=1, count=2, root=2)
+    assert [(int(s.src[0]), int(s.dst[0])) for s in schedule.steps[:1]] == [(2, 3)]
+    assert check(schedule).ok
+    assert check(generate("nccl-ring", "reduce", 6, channels=2, root=5, rings=[[5, 4, 3, 2, 1, 0]])).ok
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"channels": 0}, "nccl-ring: option channels must be an integer from 1 to 64, got 0"),
+        ({"channels": 65}, "nccl-ring: option channels must be an integer from 1 to 64, got 65"),
+        ({"chunk": 3, "align": 2}, "nccl-ring: option chunk (3) must be a multiple of align (2)"),
+        ({"rings": [[0, 1, 1, 3]]}, "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
+        ({"rings": [[0, 1, 2, 3], [0, 1, 2]]}, "nccl-ring: option rings: ring 1 [0, 1, 2] is not a permutation of the ranks 0..3"),
+    ],
+)
+def test_bad_options_name_the_option(options, message):
+    with pytest.raises(ScheduleError) as error:
+        generate("nccl-ring", "allreduce", 4, **options)
+    assert str(error.value) == message
