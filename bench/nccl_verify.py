@@ -3,6 +3,11 @@
 - nccl-ring: every collective, N = 2..64, 1..4 channels; a count with a
   partial last loop (and empty chunks at many N), chunk 2; channels past the
   first run on their own ring (a seeded random permutation of the ranks).
+- nccl-tree: all-reduce, N = 2..64 with 1..4 channels, and N = 512.
+- the double binary tree's facts (tree_facts: two spanning binary trees,
+  who forwards in both) with numpy for every N = 1..4096 and the powers of
+  two up to 65536 and their neighbours; proofs/nccl_trees.py proves them
+  for every N <= 65536.
 
 Prints, per section, what was checked, how many failed, and the seconds;
 exit 1 if anything failed. The test suite checks a sample of the same
@@ -49,7 +54,38 @@ def ring_section() -> tuple[str, int, int]:
     return "nccl-ring, 5 collectives x N=2..64 x channels 1..4", checked, len(failed)
 
 
-SECTIONS = {"ring": ring_section}
+def tree_section() -> tuple[str, int, int]:
+    checked, failed = 0, []
+    cases = [(n, c) for n in range(2, 65) for c in range(1, 5)] + [(512, 2)]
+    for n, channels in cases:
+        result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, count=23))
+        checked += 1
+        if not result.ok:
+            failed.append(f"N={n} channels={channels}: {[str(v) for v in result.violations if v.is_error][:1]}")
+    for line in failed[:10]:
+        print("  FAILED", line)
+    return "nccl-tree allreduce, N=2..64 x channels 1..4 and N=512", checked, len(failed)
+
+
+def tree_facts_section() -> tuple[str, int, int]:
+    from collspec.models.generators.nccl_tree import tree_facts
+
+    sizes = sorted(set(range(1, 4097)) | {v for b in range(12, 17) for v in (2**b - 1, 2**b, 2**b + 1) if v <= 65536})
+    failed = 0
+    for n in sizes:
+        try:
+            facts = tree_facts(n)
+        except ValueError as error:
+            print("  FAILED", error)
+            failed += 1
+            continue
+        if facts["interior_in_both"] != ([0] if n % 2 == 1 and n >= 3 else []):
+            print(f"  N={n}: forwarding in both trees: {facts['interior_in_both'][:8]}")
+            failed += 1
+    return "double binary tree facts, N=1..4096 and 2**b-1..2**b+1 up to 65536", len(sizes), failed
+
+
+SECTIONS = {"ring": ring_section, "tree": tree_section, "tree-facts": tree_facts_section}
 
 
 def main(argv: list[str] | None = None) -> int:

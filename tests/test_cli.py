@@ -67,7 +67,7 @@ def test_check_bad_input_is_exit_2_with_one_line(tmp_path):
         (("check",), "give a schedule FILE, or --algorithm A --collective C --ranks N"),
         (("check", "--algorithm", "ring", "--collective", "alltoall", "--ranks", "4"), "ring has no alltoall schedule"),
         (("cost", "--algorithm", "ring", "--ranks", "4", "--bytes", "lots"), "size 'lots' is not a byte count"),
-        (("explain", "ring", "--ranks", "5"), "use --example random"),
+        (("explain", "ring", "--ranks", "5", "--example", "seed"), "use --example random"),
     ]:
         result = run(*args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)

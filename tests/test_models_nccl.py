@@ -116,3 +116,109 @@ def test_bad_options_name_the_option(options, message):
     with pytest.raises(ScheduleError) as error:
         generate("nccl-ring", "allreduce", 4, **options)
     assert str(error.value) == message
+
+
+# -- nccl-tree: the double binary tree ---------------------------------------------------------
+
+from collspec.models.generators import nccl_tree  # noqa: E402
+
+
+def _btree_as_nccl_writes_it(nranks: int, rank: int) -> tuple[int, int, int]:
+    """(up, down0, down1) by the loop of ncclGetBtree (src/graph/trees.cc), step by step."""
+    bit = 1
+    while bit < nranks:
+        if bit & rank:
+            break
+        bit <<= 1
+    if rank == 0:
+        return -1, -1, (bit >> 1 if nranks > 1 else -1)
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    lowbit = bit >> 1
+    down0 = -1 if lowbit == 0 else rank - lowbit
+    down1 = -1 if lowbit == 0 else rank + lowbit
+    while down1 >= nranks:
+        down1 = -1 if lowbit == 0 else rank + lowbit
+        lowbit >>= 1
+    return up, down0, down1
+
+
+def _dtree_as_nccl_writes_it(nranks: int, rank: int) -> list[tuple[int, int, int]]:
+    """Both trees of ncclGetDtree: the btree, then its shift (odd N) or mirror (even N)."""
+    if nranks % 2 == 1:
+        u, d0, d1 = _btree_as_nccl_writes_it(nranks, (rank - 1 + nranks) % nranks)
+        second = tuple(-1 if v == -1 else (v + 1) % nranks for v in (u, d0, d1))
+    else:
+        u, d0, d1 = _btree_as_nccl_writes_it(nranks, nranks - 1 - rank)
+        second = tuple(-1 if v == -1 else nranks - 1 - v for v in (u, d0, d1))
+    return [_btree_as_nccl_writes_it(nranks, rank), second]
+
+
+@pytest.mark.parametrize("n", [*range(1, 70), 127, 128, 129, 255, 256, 257, 1000, 4097])
+def test_the_closed_form_trees_are_ncclGetDtrees(n):
+    ranks = np.arange(n, dtype=np.int64)
+    want = [_dtree_as_nccl_writes_it(n, r) for r in range(n)]
+    assert nccl_tree.parents(n) == [[want[r][t][0] for r in range(n)] for t in (0, 1)]
+    for tree in (0, 1):
+        x = nccl_tree.to_label(ranks, n, tree)
+        for w in (0, 1):
+            got = nccl_tree.to_rank(nccl_tree.btree_child(x, n, w), n, tree)
+            assert got.tolist() == [want[r][tree][1 + w] for r in range(n)], (tree, w)
+
+
+def test_both_trees_span_and_only_rank_0_of_odd_n_forwards_in_both():
+    # proofs/nccl_trees.py proves this for every N <= 65536; here numpy checks a sample
+    for n in [*range(1, 400), 4095, 4096, 65535, 65536]:
+        facts = nccl_tree.tree_facts(n)
+        assert facts["interior_in_both"] == ([0] if n % 2 == 1 and n >= 3 else []), n
+
+
+def test_tree_facts_reject_a_broken_tree(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "btree_parent", lambda x, n: x - nccl_tree.ix.lowest_set_bit(x))
+    with pytest.raises(ValueError, match="N=6 tree 0: a child's parent is not the rank that lists it"):
+        nccl_tree.tree_facts(6)
+
+
+def test_the_double_binary_tree_is_proved_for_every_n_up_to_65536():
+    from collspec.proofs import nccl_trees
+
+    outcome = nccl_trees.prove()
+    assert outcome.status == "proved", (outcome.message, outcome.counterexample)
+    assert len(outcome.queries) == 8
+
+
+def test_nccl_tree_passes_the_checker_over_a_sample_and_at_512_ranks():
+    # bench/nccl_verify.py runs every N = 2..64 with 1..4 channels
+    failures = {}
+    for n in (2, 3, 6, 13, 64):
+        for channels in (1, 2, 3, 4):
+            result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, count=23))
+            if not result.ok:
+                failures[(n, channels)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+    assert check(generate("nccl-tree", "allreduce", 512)).ok
+
+
+def test_reduces_go_to_the_parent_and_copies_to_the_children_of_each_channels_tree():
+    n, channels = 10, 2
+    schedule = generate("nccl-tree", "allreduce", n, channels=channels, chunk=1, count=4)
+    trees = nccl_tree.parents(n)
+    per = 2  # channel c holds cells 2c, 2c + 1 and runs on tree c
+    assert len(schedule.steps) == 2 + 2 * 4 - 1  # 2 chunks, root level ceil(log2 10) = 4
+    for step in schedule.steps:
+        for src, dst, cell, op in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist(), step.op.tolist()):
+            parent = trees[cell // per]
+            assert (parent[src] == dst) if op == 1 else (parent[dst] == src)
+
+
+def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "tree.json"
+    result = subprocess.run([sys.executable, "-m", "collspec", "explain", "nccl-tree", "--ranks", "6", "--json", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["trees"] == [{"parent": [-1, 2, 4, 2, 0, 4]}, {"parent": [1, 5, 3, 1, 3, -1]}]
+    assert "Tree 2 of 2\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout

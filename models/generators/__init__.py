@@ -14,7 +14,7 @@ from ...spec.collectives import collective_name
 from ..layout import ScheduleError
 from ..program import Program
 from ..schedule import Schedule
-from . import direct, hierarchical, nccl_ring, recursive, ring, tree
+from . import direct, hierarchical, nccl_ring, nccl_tree, recursive, ring, tree
 
 #: algorithm -> collective -> generator(ranks, **options)
 ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
@@ -43,6 +43,7 @@ ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
     "binary-tree": {"allreduce": tree.allreduce, "reduce": tree.reduce, "broadcast": tree.broadcast},
     "hierarchical-ring": {"allreduce": hierarchical.allreduce},
     "nccl-ring": {c: nccl_ring.generator(c) for c in nccl_ring.BUILDERS},
+    "nccl-tree": {"allreduce": nccl_tree.generate_tree},
 }
 
 #: algorithm -> collective -> the Program factory (options as keywords, no N):
@@ -73,6 +74,7 @@ PROGRAMS: dict[str, dict[str, Callable[..., Program]]] = {
     "binary-tree": {"allreduce": tree.allreduce_program, "reduce": tree.reduce_program, "broadcast": tree.broadcast_program},
     "hierarchical-ring": {"allreduce": hierarchical.program},
     "nccl-ring": {c: nccl_ring.program_factory(c) for c in nccl_ring.BUILDERS},
+    "nccl-tree": {"allreduce": nccl_tree.program_factory},
 }
 
 MAX_RANKS = 1 << 16
