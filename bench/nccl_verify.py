@@ -4,6 +4,9 @@
   partial last loop (and empty chunks at many N), chunk 2; channels past the
   first run on their own ring (a seeded random permutation of the ranks).
 - nccl-tree: all-reduce, N = 2..64 with 1..4 channels, and N = 512.
+- nccl-pat: reduce-scatter and all-gather, N = 2..64 with every aggregation
+  NCCL can use (1, 2, 4, ... up to N/2), and `collspec check` of both at
+  N = 512 end to end (target: reduce-scatter in under 20 s).
 - the double binary tree's facts (tree_facts: two spanning binary trees,
   who forwards in both) with numpy for every N = 1..4096 and the powers of
   two up to 65536 and their neighbours; proofs/nccl_trees.py proves them
@@ -67,6 +70,32 @@ def tree_section() -> tuple[str, int, int]:
     return "nccl-tree allreduce, N=2..64 x channels 1..4 and N=512", checked, len(failed)
 
 
+def pat_section() -> tuple[str, int, int]:
+    import subprocess
+
+    from collspec.models.generators.nccl_pat import max_aggregation
+
+    checked, failed = 0, []
+    for collective in ("reduce_scatter", "allgather"):
+        for n in range(2, 65):
+            for k in range(int(max_aggregation(n)).bit_length()):
+                result = check(generate("nccl-pat", collective, n, aggregation=1 << k, chunk=2, count=3))
+                checked += 1
+                if not result.ok:
+                    failed.append(f"{collective} N={n} aggregation={1 << k}: {[str(v) for v in result.violations if v.is_error][:1]}")
+    for collective in ("reduce_scatter", "allgather"):
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "collspec", "check", "-a", "nccl-pat", "-c", collective, "-n", "512"], capture_output=True, text=True)
+        seconds = time.perf_counter() - began
+        checked += 1
+        print(f"  collspec check -a nccl-pat -c {collective} -n 512: exit {done.returncode}, {seconds:.1f} s")
+        if done.returncode != 0 or (collective == "reduce_scatter" and seconds >= 20):
+            failed.append(f"{collective} N=512: exit {done.returncode}, {seconds:.1f} s")
+    for line in failed[:10]:
+        print("  FAILED", line)
+    return "nccl-pat, 2 collectives x N=2..64 x every aggregation, and N=512", checked, len(failed)
+
+
 def tree_facts_section() -> tuple[str, int, int]:
     from collspec.models.generators.nccl_tree import tree_facts
 
@@ -85,7 +114,7 @@ def tree_facts_section() -> tuple[str, int, int]:
     return "double binary tree facts, N=1..4096 and 2**b-1..2**b+1 up to 65536", len(sizes), failed
 
 
-SECTIONS = {"ring": ring_section, "tree": tree_section, "tree-facts": tree_facts_section}
+SECTIONS = {"ring": ring_section, "tree": tree_section, "pat": pat_section, "tree-facts": tree_facts_section}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,7 +113,7 @@ def test_check_passes_generator_options_and_refuses_bad_ones(tmp_path):
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=5"), "hierarchical-ring allreduce: group size 5 does not divide 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=0"), "--option 'group_size=0': group_size must be at least 1 for 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=x"), "--option 'group_size=x': group_size must be an integer"),
-        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks, channels, chunk, align, count, rings"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks, channels, chunk, align, count, aggregation, rings"),
         (("-a", "nccl-ring", "-n", "4", "--option", "channels=0"), "--option 'channels=0': channels must be at least 1 for 4 ranks"),
         (("-a", "nccl-ring", "-n", "4", "--option", "channels=65"), "nccl-ring: option channels must be an integer from 1 to 64, got 65"),
         (("-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"), "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),

@@ -222,3 +222,70 @@ def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads(path.read_text())["trees"] == [{"parent": [-1, 2, 4, 2, 0, 4]}, {"parent": [1, 5, 3, 1, 3, -1]}]
     assert "Tree 2 of 2\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
+
+
+# -- nccl-pat: Parallel Aggregated Trees -------------------------------------------------------
+
+from collspec.models.generators import nccl_pat  # noqa: E402
+
+
+def _distances(schedule, n):
+    """Per step: the set of (dst - src) mod N over its transfers."""
+    return [sorted({(int(d) - int(s)) % n for s, d in zip(step.src, step.dst)}) for step in schedule.steps]
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
+def test_nccl_pat_passes_the_checker_for_every_aggregation(collective):
+    # bench/nccl_verify.py runs every N = 2..64 and N = 512
+    failures = {}
+    for n in (2, 3, 5, 6, 8, 13, 16, 31, 64):
+        most = int(nccl_pat.max_aggregation(n))
+        for aggregation in [1 << k for k in range(most.bit_length())]:
+            result = check(generate("nccl-pat", collective, n, aggregation=aggregation, chunk=2, count=3))
+            if not result.ok:
+                failures[(n, aggregation)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+
+
+def test_without_aggregation_the_peer_distance_is_the_offsets_lowest_bit():
+    n = 8
+    schedule = generate("nccl-pat", "reduce_scatter", n, aggregation=1, count=1)
+    assert _distances(schedule, n) == [[1], [2], [1], [4], [1], [2], [1]]  # offsets 7, 6, ..., 1
+    first = schedule.steps[0]
+    # offset 7: rank r sends its partial for the block of rank r + 7 to rank r + 1
+    assert [(int(s), int(d), int(c)) for s, d, c in zip(first.src, first.dst, first.src_chunk)] == [(r, (r + 1) % 8, (r + 7) % 8) for r in range(8)]
+
+
+def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
+    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=1, count=1)
+    assert len(schedule.steps) == 9 and _distances(schedule, 512) == [[1], [2], [4], [8], [16], [32], [64], [128], [256]]
+    # 6 ranks, no aggregation: P = 8, so offset 7 does not exist and its step sends nothing
+    six = generate("nccl-pat", "reduce_scatter", 6, aggregation=1, count=1)
+    assert len(six.steps) == 7 and len(six.steps[0]) == 0 and all(len(s) == 6 for s in six.steps[1:])
+    # aggregated: one message carries every partial with the same lowest bit (offsets 1, 3, 5 at N = 6, A = 2)
+    agg = generate("nccl-pat", "reduce_scatter", 6, aggregation=2, count=1)
+    assert len(agg.steps) == 3 + 1 and sorted(agg.steps[0].src_chunk[agg.steps[0].src == 0].tolist()) == [3, 5]
+
+
+def test_pat_allgather_is_the_reduce_scatter_tree_backwards():
+    n = 12
+    rs = generate("nccl-pat", "reduce_scatter", n, aggregation=2, count=1)
+    ag = generate("nccl-pat", "allgather", n, aggregation=2, count=1)
+    assert len(rs.steps) == len(ag.steps)
+    for a, b in zip(ag.steps, reversed(rs.steps)):
+        assert sorted(zip(a.dst.tolist(), a.src.tolist(), a.src_chunk.tolist())) == sorted(zip(b.src.tolist(), b.dst.tolist(), b.src_chunk.tolist()))
+        assert set(a.op.tolist()) <= {0} and set(b.op.tolist()) <= {1}
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"aggregation": 3}, "nccl-pat: option aggregation must be a power of two, got 3"),
+        ({"aggregation": 8}, "nccl-pat: option aggregation must be at most 4 for 8 ranks (NCCL stops doubling it at N/2), got 8"),
+        ({"chunk": 0}, "nccl-pat: option chunk must be an integer from 1 to 262144, got 0"),
+    ],
+)
+def test_pat_bad_options_name_the_option(options, message):
+    with pytest.raises(ScheduleError) as error:
+        generate("nccl-pat", "reduce_scatter", 8, **options)
+    assert str(error.value) == message

@@ -46,6 +46,7 @@ OPTIONS = {
     "chunk": (lambda n: 1, "nccl-*: elements per chunk"),
     "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to"),
     "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
+    "aggregation": (lambda n: 1, "nccl-pat: partial sums aggregated per message, a power of two up to N/2"),
     "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
 

@@ -240,9 +240,9 @@ def _link_load(n, steps) -> int:
     return most
 
 
-def _integer(name: str, value, low: int, high: int) -> int:
+def _integer(name: str, value, low: int, high: int, algorithm: str = ALGORITHM) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= int(value) <= high:
-        raise ScheduleError(f"{ALGORITHM}: option {name} must be an integer from {low} to {high}, got {value!r}")
+        raise ScheduleError(f"{algorithm}: option {name} must be an integer from {low} to {high}, got {value!r}")
     return int(value)
 
 

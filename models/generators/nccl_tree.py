@@ -191,9 +191,9 @@ def tree_program(channels=None, chunk=None, count=None) -> Program:
 
 
 def layout_of(channels=None, chunk=None, count=None) -> Layout:
-    channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS)
-    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS)
-    count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS)
+    channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS, ALGORITHM)
+    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS, ALGORITHM)
+    count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
     return Layout("allreduce", count, channels, chunk, 1, None, 0)
 
 
