@@ -215,8 +215,7 @@ def _ignored(spec, outcomes: list[runner.Outcome], output: str) -> list[runner.O
     said = re.search(mpi_libs.library(spec.library).ignored, output)
     if said is None or all(o.case is None or o.case.algorithm == mpi_libs.DEFAULT for o in outcomes):
         return outcomes
-    line = " ".join(output[max(0, output.rfind("\n", 0, said.start()) + 1):].split("\n")[:6]).strip()
-    reason = " ".join(line.split())[:300]
+    reason = _message_at(output, said.start())
     out = []
     for outcome in outcomes:
         if outcome.case is None or outcome.status in ("not-run",):
@@ -229,6 +228,25 @@ def _ignored(spec, outcomes: list[runner.Outcome], output: str) -> list[runner.O
                                        "dtype": case.dtype, "op": case.op, "ranks": [], "reason": reason})
         out.append(replace(outcome, status="unsupported", violations=[violation]))
     return out
+
+
+def _message_at(output: str, at: int) -> str:
+    """The library's message that starts on the line holding ``at``: up to six
+    lines, ending before a ruler (Open MPI's ``-----``) or another program's
+    log line (``[W1201 ...]`` from torch), on one line.
+
+    >>> _message_at("x\\nMPI startup(): Incorrect adjust value: A=b, will be ignored\\n[W1201 c10d] noise\\n", 3)
+    'MPI startup(): Incorrect adjust value: A=b, will be ignored'
+    """
+    import re
+
+    lines = output[output.rfind("\n", 0, at) + 1:].split("\n")
+    kept = [lines[0]]
+    for line in lines[1:6]:
+        if re.match(r"\s*(-{5,}|\[)", line):
+            break
+        kept.append(line)
+    return " ".join(" ".join(kept).split())[:300]
 
 
 def _reproducible(outcomes: list[runner.Outcome]) -> list[runner.Outcome]:

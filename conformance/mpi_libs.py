@@ -135,7 +135,7 @@ LIBRARIES: dict[str, Library] = {
                 refusal=r"not usable|cannot be applied"),
         Library("intelmpi", "Intel MPI", "impi-rt", "mpi/intelmpi", "lib/libmpi.so.12",
                 env={"I_MPI_FABRICS": "shm"}, refusal=r"not usable|cannot be applied",
-                ignored=r"Incorrect algorithm[^\n]*ignored"),
+                ignored=r"Incorrect (?:algorithm|adjust value)[^\n]*ignored"),
     )
 }
 

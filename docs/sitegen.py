@@ -19,8 +19,8 @@ written by hand where collspec can say it:
   ``ALGORITHM.PROPERTY``, or ``GROUP.ALGORITHM``), and a step-through page;
 - the checker's violation kinds, each with a zoo file and the report that
   ``collspec check --json`` writes for it;
-- the Markdown notes under ``docs/`` (conformance matrices, MSCCL, MSCCL++
-  when present, benchmarks).
+- the Markdown notes under ``docs/`` (:data:`NOTES`: conformance matrices,
+  the MPI libraries' algorithms, MSCCL, MSCCL++, benchmarks; each when present).
 
 No page loads anything from the network: the theme (furo) is local, the
 plots and diagrams are files of the site, and ``tests/test_site.py`` checks
@@ -52,7 +52,7 @@ ZOO = ROOT / "tests" / "zoo"
 ZOO_MSCCL = ROOT / "tests" / "zoo_msccl"
 ZOO_BACKENDS = ROOT / "tests" / "zoo_backends"
 #: Markdown notes copied into the site when present, with their page titles in the contents.
-NOTES = ("conformance.md", "msccl.md", "mscclpp.md", "bench.md")
+NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "bench.md")
 #: Rank counts tried for an algorithm's diagrams, first that works wins.
 DIAGRAM_RANKS = (4, 6, 8)
 COST_RANKS = tuple(range(2, 17)) + (20, 24, 28, 32, 40, 48, 56, 64)
@@ -405,7 +405,7 @@ def algorithms_index() -> str:
 
 def proofs_page(rows: list[dict], seconds: float) -> str:
     out = [rst_title("What is proved", "#", over=True),
-           f"All {len(rows)} rows of ``collspec prove --json``, run while this site was built ({seconds:.1f} s). "
+           f"All {len(rows)} rows of the ``collspec prove --json`` report this site was built from (the proofs took {seconds:.1f} s). "
            "Each algorithm's page lists the rows about it.", ""]
     groups: dict[str, list[dict]] = {}
     for row in rows:
@@ -596,12 +596,13 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
             has.add(note)
     if (DOCS / "figures").exists():
         shutil.copytree(DOCS / "figures", src / "figures")
-    started = time.perf_counter()
     if prove_json is None:
-        prove_json = src / "prove.json"
-        run_prove(prove_json)
-    rows = proof_rows(json.loads(Path(prove_json).read_text()))
-    prove_seconds = time.perf_counter() - started
+        run_prove(src / "prove.json")
+    else:
+        shutil.copy(prove_json, src / "prove.json")
+    report = json.loads((src / "prove.json").read_text())
+    rows = proof_rows(report)
+    prove_seconds = float(report.get("stats", {}).get("seconds", 0.0))
     from collspec.models.explain import explain
     from collspec.models.page import explain_page
 

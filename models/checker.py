@@ -153,6 +153,7 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     # link-repeat key of every transfer in flat order; a local transfer gets
     # a distinct negative number, so only network transfers can repeat
     repeat_key = np.empty(flat.total if synchronous else 0, dtype=np.int64)
+    arrivals = _Arrivals.make(schedule, flat) if synchronous else None
     wrong: list[tuple[int, np.ndarray]] = []
 
     def observe(index, step, positions, before, incoming, after):
@@ -174,14 +175,16 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
             if local.any():
                 key[local] = -1 - (start + positions[local])
             repeat_key[at] = key
+            if arrivals is not None:
+                arrivals.observe(flat.phase(index, step, positions), pick(step.dst), b, ~local, start + positions)
 
     final = run(schedule, fingerprints, observe=observe).state
     for index, positions in wrong:
         for j in positions:
             _wrong_column(schedule, index, int(j), found)
-    if synchronous:
+    if synchronous and (arrivals is None or arrivals.may_repeat(repeat_key)):
         _link_repeat(schedule, flat, repeat_key, found)
-    del repeat_key
+    del repeat_key, arrivals
 
     use_exact = exact if exact is not None else flat.total * max(schedule.ranks, 1) <= EXACT_WORK_LIMIT
     failing = _outputs(schedule, final, fingerprints, use_exact, flat, found)
@@ -221,6 +224,72 @@ def _most_repeats(key: np.ndarray) -> int:
     return int(np.diff(starts).max())
 
 
+class _Arrivals:
+    """Which transfers could take part in a link repeat, found without
+    sorting every transfer's key (which cost the 4096-rank ring more than
+    any other check; docs/bench.md).
+
+    A link repeat is two transfers with one key (phase, src, dst, what was
+    sent), so they arrive in one *slot* (phase, dst, what was sent). A
+    table of slots holds the last transfer that arrived in each; every
+    transfer whose slot sees a second arrival (in a later step or the same
+    one) becomes a *suspect*, and so does the one it displaced. Every
+    transfer of a repeated key is then a suspect (the arrival after it in
+    its slot names it), so the schedule has a link repeat exactly when the
+    suspects' keys do: :meth:`may_repeat` sorts those only, and the caller
+    runs the full check (same violations, same order) when they repeat.
+    Transfers whose value has no single column (mixed or uninitialised)
+    have no slot and are suspects outright. In a ring no slot is hit twice,
+    so nothing is sorted at all."""
+
+    #: at most this many slots (4 bytes each); larger schedules sort every key
+    LIMIT = 1 << 26
+
+    def __init__(self, ranks: int, cells: int, phases: int):
+        self.cells, self.ranks = np.int64(cells), np.int64(ranks)
+        self.last = np.zeros(phases * ranks * cells, dtype=np.int32)  # transfer number + 1 of the last arrival
+        self.suspects: list[np.ndarray] = []
+
+    @classmethod
+    def make(cls, schedule: Schedule, flat: _Transfers) -> "_Arrivals | None":
+        slots = len(flat.phase_names) * schedule.ranks * schedule.layout.cells
+        if slots > cls.LIMIT or flat.total >= np.iinfo(np.int32).max:
+            return None
+        return cls(schedule.ranks, schedule.layout.cells, len(flat.phase_names))
+
+    def observe(self, phase, dst: np.ndarray, column: np.ndarray, network: np.ndarray, numbers: np.ndarray) -> None:
+        """Transfers ``numbers`` (flat) of one group arrive at ``dst`` with
+        values of ``column`` (a COLUMN lane); ``network`` marks those that
+        use a link (local transfers never repeat)."""
+        single = column < GARBAGE
+        keep = network & single
+        if not keep.all():
+            loose = network & ~single  # mixed or uninitialised: no slot
+            if loose.any():
+                self.suspects.append(numbers[loose])
+            dst, column, numbers = dst[keep], column[keep], numbers[keep]
+            phase = phase if np.ndim(phase) == 0 else phase[keep]
+        if numbers.size == 0:
+            return
+        slot = (phase * self.ranks + dst) * self.cells + column.astype(np.int64)
+        stamp = (numbers + 1).astype(np.int32)
+        before = np.take(self.last, slot)
+        hit = before != 0
+        if hit.any():
+            self.suspects += [before[hit].astype(np.int64) - 1, numbers[hit]]
+        np.put(self.last, slot, stamp)
+        after = np.take(self.last, slot)
+        clash = after != stamp  # two arrivals in one slot within this group
+        if clash.any():
+            self.suspects += [after[clash].astype(np.int64) - 1, numbers[clash]]
+
+    def may_repeat(self, key: np.ndarray) -> bool:
+        """Whether the suspects' keys (and so the schedule's) repeat."""
+        if not self.suspects:
+            return False
+        return _has_repeats(key[np.unique(np.concatenate(self.suspects))])
+
+
 def _scan(schedule: Schedule, flat: _Transfers, capacity: int, synchronous: bool, found: _Collector) -> tuple[np.ndarray, np.ndarray]:
     """Ranges (raising ScheduleError), then races and link overloads, step by
     step; returns the chunks each rank sends and receives over links."""
@@ -237,13 +306,18 @@ def _scan(schedule: Schedule, flat: _Transfers, capacity: int, synchronous: bool
         every = bool(network.all())
         src = step.src if every else step.src[network]
         dst = step.dst if every else step.dst[network]
-        sent += np.bincount(src, minlength=n)[:n]
-        received += np.bincount(dst, minlength=n)[:n]
+        out, into = np.bincount(src, minlength=n)[:n], np.bincount(dst, minlength=n)[:n]
+        sent += out
+        received += into
         if not synchronous:
             continue
         if not step.writes_once:
             _races(schedule, flat, index, step, races)
-        _link_overload(schedule, flat, index, step, network, capacity, overloads)
+        # a link carries at most as many chunks as its sender sends (or its
+        # receiver receives) in the step: within capacity, no link can be over
+        busiest = min(int(out.max()), int(into.max())) if src.size else 0
+        if not 1 <= capacity or busiest > capacity:
+            _link_overload(schedule, flat, index, step, network, capacity, overloads)
     for v in races:
         found.add(v)
     for v in overloads.listed:

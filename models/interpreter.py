@@ -75,21 +75,47 @@ def run(
     cells = schedule.layout.cells
     # one flat cell axis (rank * cells + cell): a single index array per access
     flat = current.reshape((schedule.ranks * cells,) + current.shape[2:])
+    rows = _rows(flat)
     for index, step in enumerate(schedule.steps):
-        apply_step(flat, cells, step, algebra, index, observe)
+        apply_step(flat, cells, step, algebra, index, observe, rows=rows)
         if states is not None:
             states.append(current.copy())
     return Run(current, states)
 
 
-def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index: int = 0, observe: Observer | None = None) -> None:
+def _rows(flat: np.ndarray) -> np.ndarray | None:
+    """``flat`` as a 1-d array with one opaque item per cell (a view), for
+    writing many cells at once with :func:`numpy.put`; None where that
+    view does not exist (Python objects, a 1-d state, a strided array).
+
+    Why: with lanes or chunk elements per cell, ``flat[at] = values``
+    takes numpy's general fancy-assignment path, several times slower
+    than ``put`` on one item per cell (the 4096-rank checker spent more
+    time there than anywhere else; docs/bench.md)."""
+    if flat.ndim < 2 or flat.dtype.hasobject or not flat.flags.c_contiguous or flat.size == 0:
+        return None
+    return flat.view(np.dtype((np.void, flat.itemsize * (flat.size // len(flat))))).reshape(len(flat))
+
+
+def _write(flat: np.ndarray, rows: np.ndarray | None, at: np.ndarray, values: np.ndarray) -> None:
+    """``flat[at] = values``, through ``rows`` (see :func:`_rows`) when given."""
+    if rows is None:
+        flat[at] = values
+        return
+    values = np.ascontiguousarray(values, dtype=flat.dtype).reshape(len(values), -1)
+    np.put(rows, at, values.view(rows.dtype).reshape(len(values)))
+
+
+def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index: int = 0, observe: Observer | None = None,
+               rows: np.ndarray | None = None) -> None:
     """Apply one synchronous step, in place, to a state whose rank and cell
-    axes are merged into one (``flat[rank * cells + cell]``)."""
+    axes are merged into one (``flat[rank * cells + cell]``). ``rows`` is
+    :func:`_rows` of ``flat`` (a faster write path), if the caller made it."""
     if len(step) == 0:
         return
     source = step.src.astype(INDEX) * cells + step.src_chunk
     target = step.dst.astype(INDEX) * cells + step.dst_chunk
-    incoming_all = flat[source]  # read everything first
+    incoming_all = np.take(flat, source, axis=0)  # read everything first (take: faster than flat[source])
     if step.writes_once:  # the common case: one group, no per-group indexing
         groups = [None]
     else:
@@ -99,7 +125,7 @@ def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index
         at = target if whole else target[positions]
         incoming = incoming_all if whole else incoming_all[positions]
         ops = step.op if whole else step.op[positions]
-        before = flat[at]
+        before = np.take(flat, at, axis=0)
         kinds = step.op_kinds if whole else (bool(ops.any()), not ops.all())
         if not kinds[0]:
             after = incoming
@@ -110,6 +136,6 @@ def apply_step(flat: np.ndarray, cells: int, step: Step, algebra: Algebra, index
             copy = ops == COPY
             after[copy] = incoming[copy]
             after[~copy] = algebra.combine(before[~copy], incoming[~copy])
-        flat[at] = after
+        _write(flat, rows, at, after)
         if observe is not None:
             observe(index, step, np.arange(len(step)) if whole else positions, before, incoming, after)

@@ -45,6 +45,8 @@ import numpy as np
 from .layout import ScheduleError
 from .schedule import COPY, REDUCE, Schedule, Step
 
+#: About how many (step, rank, slot) points :meth:`Program.enumerate` evaluates at once.
+ENUMERATE_BLOCK = 1 << 18
 #: Points of a schedule at which :func:`refine` compares numpy with Z3.
 REFINE_SAMPLES = 48
 #: Z3 sorts a program's functions can be evaluated on.
@@ -96,18 +98,33 @@ class Program:
     title: Callable[[int], str] | None = None
     meta: dict = field(default_factory=dict)
 
-    def enumerate(self, n: int) -> list[Step]:
-        """The transfer function on every (step, rank, slot), as steps."""
-        ranks = np.arange(n, dtype=np.int64)[:, None]
-        slots = np.arange(int(self.width(n)), dtype=np.int64)[None, :]
-        shape = (n, slots.shape[1])
-        steps = []
-        for s in range(int(self.steps(n))):
+    def enumerate(self, n: int, block: int = ENUMERATE_BLOCK) -> list[Step]:
+        """The transfer function on every (step, rank, slot), as steps.
+
+        The function is evaluated on a block of steps at once (``s`` an
+        array over steps, as it is a Z3 variable for the proofs, so the
+        same code serves both), about ``block`` slots per evaluation: one
+        step at a time the per-call overhead of a few dozen small numpy
+        operations dominated the 4096-rank ring (docs/bench.md). The result
+        is the same as evaluating step by step (tests/test_models_program.py
+        compares the two for every program)."""
+        width = int(self.width(n))
+        total = int(self.steps(n))
+        ranks = np.arange(n, dtype=np.int64)[None, :, None]
+        slots = np.arange(width, dtype=np.int64)[None, None, :]
+        per_step = max(n * width, 1)
+        span = max(1, block // per_step)
+        steps: list[Step] = []
+        for first in range(0, total, span):
+            count = min(span, total - first)
+            s = np.arange(first, first + count, dtype=np.int64)[:, None, None]
             t = self.transfer(n, s, ranks, slots)
+            shape = (count, n, width)
             active = np.broadcast_to(np.asarray(t.active, dtype=bool), shape)
+            sizes = active.reshape(count, -1).sum(axis=1)
             columns = [np.broadcast_to(np.asarray(v, dtype=np.int64), shape)[active] for v in (ranks, t.dst, t.src_chunk, t.dst_chunk, t.op)]
-            phase, name = self.label(n, s)
-            steps.append(Step.of(*columns, phase=phase, name=name))
+            labels = [self.label(n, k) for k in range(first, first + count)]
+            steps.extend(Step.split(columns, sizes, labels))
         return steps
 
     def schedule(self, n: int) -> Schedule:

@@ -88,6 +88,29 @@ class Step:
         return cls(src, dst, sc, dc, np.ascontiguousarray(ops, dtype=np.int8), phase, name)
 
     @classmethod
+    def split(cls, columns, sizes, labels) -> list["Step"]:
+        """Consecutive steps out of one block of transfers: ``columns`` are
+        the five 1-d arrays of :meth:`of` (src, dst, src_chunk, dst_chunk,
+        op) holding the steps one after another, ``sizes[k]`` transfers of
+        step k, ``labels[k]`` its (phase, name). The same steps as calling
+        :meth:`of` on each slice, with the conversions done once per block
+        (the steps' arrays are views of the block's)."""
+        src, dst, sc, dc, ops = (np.asarray(a).ravel() for a in columns)
+        index = [src, dst, sc, dc]
+        if not all(_fits_step_index(a) for a in index) or np.asarray(ops).dtype.kind not in "iub":
+            cuts = np.cumsum(sizes)[:-1]
+            parts = zip(*(np.split(a, cuts) for a in (src, dst, sc, dc, ops)))
+            return [cls.of(*part, phase=phase, name=name) for part, (phase, name) in zip(parts, labels)]
+        src, dst, sc, dc = (np.ascontiguousarray(a, dtype=STEP_INDEX) for a in index)
+        ops = np.ascontiguousarray(ops, dtype=np.int8)
+        steps, start = [], 0
+        for size, (phase, name) in zip(np.asarray(sizes).tolist(), labels):
+            end = start + size
+            steps.append(cls(src[start:end], dst[start:end], sc[start:end], dc[start:end], ops[start:end], phase, name))
+            start = end
+        return steps
+
+    @classmethod
     def concat(cls, steps: list["Step"], phase: str | None = None, name: str | None = None) -> "Step":
         """One step holding the transfers of several (in the order given)."""
         if not steps:
@@ -117,6 +140,8 @@ class Step:
         one group, every transfer)."""
         if len(self.src) < 2:
             return True
+        if int(self.dst.min()) >= 0 and int(np.bincount(self.dst).max()) <= 1:
+            return True  # every rank receives once (a ring's steps): no sort
         key = np.sort(self.dst.astype(INDEX) * (int(self.dst_chunk.max()) + 1) + self.dst_chunk)
         return not bool(np.any(key[1:] == key[:-1]))
 

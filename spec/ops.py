@@ -1,15 +1,15 @@
 """Reduction operators and their exact meaning on every element type.
 
-=====  ===================================================================
-op     result, element-wise over the ranks' values x_0 .. x_{N-1}
-=====  ===================================================================
-sum    x_0 + x_1 + ... + x_{N-1}
-prod   x_0 * x_1 * ... * x_{N-1}
-min    the smallest x_i (NaN if any x_i is NaN)
-max    the largest x_i (NaN if any x_i is NaN)
-avg    the sum divided by N (see below)
+=======  =====================================================================
+op       result, element-wise over the ranks' values x_0 .. x_{N-1}
+=======  =====================================================================
+sum      x_0 + x_1 + ... + x_{N-1}
+prod     x_0 * x_1 * ... * x_{N-1}
+min      the smallest x_i (NaN if any x_i is NaN)
+max      the largest x_i (NaN if any x_i is NaN)
+avg      the sum divided by N (see below)
 compose  x_0 ⋆ x_1 ⋆ ... ⋆ x_{N-1}: affine maps composed in rank order (below)
-=====  ===================================================================
+=======  =====================================================================
 
 min and max compare values: where +0 and -0 tie, the spec accepts either
 sign (numpy keeps a different operand per dtype, torch always the first),

@@ -30,11 +30,17 @@ def have_sphinx() -> bool:
 @functools.lru_cache(maxsize=1)
 def built_site() -> tuple[Path, Path, str]:
     """(sources, html, build log): the whole site as `make docs` builds it,
-    less the conformance zoo's runs (tests/test_conformance_zoo.py runs those)."""
+    less the conformance zoo's runs (tests/test_conformance_zoo.py runs
+    those) and from this session's proof results (tests/proof_results.py:
+    each proof runs once, in tests/test_proofs_suite.py when that runs first)."""
+    from proof_results import write_prove_report
+
     folder = Path(tempfile.mkdtemp(prefix="collspec-site-"))
     atexit.register(shutil.rmtree, folder, True)
     src, out = folder / "docs-src", folder / "docs"
-    result = subprocess.run([sys.executable, str(ROOT / "docs" / "sitegen.py"), "build", "--src", str(src), "--out", str(out), "--no-conform"],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    prove_json = folder / "prove.json"
+    write_prove_report(prove_json)
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "sitegen.py"), "build", "--src", str(src), "--out", str(out), "--no-conform",
+                             "--prove-json", str(prove_json)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     return src, out, result.stdout + result.stderr

@@ -34,22 +34,29 @@ pytestmark = [
 ]
 
 
-@pytest.fixture()
-def browser(tmp_path):
-    """A page in a fresh chromium profile; every request to the network is
-    refused and recorded (the test asserts there are none)."""
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory):
+    """One chromium, with a fresh profile, for the tests of this file."""
     from playwright.sync_api import sync_playwright
 
-    remote: list[str] = []
     with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS,
-                                                       viewport={"width": 1280, "height": 900})
-        context.route(re.compile(r"^(https?|wss?|ftp)://"), lambda route: (remote.append(route.request.url), route.abort()))
-        page = context.pages[0] if context.pages else context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        yield page, remote, errors
+        context = p.chromium.launch_persistent_context(str(tmp_path_factory.mktemp("chromium") / "profile"), executable_path=CHROMIUM,
+                                                       headless=True, args=FLAGS, viewport={"width": 1280, "height": 900})
+        yield context
         context.close()
+
+
+@pytest.fixture()
+def browser(chromium):
+    """A new page; every request to the network is refused and recorded
+    (the tests assert there are none), and so are the page's script errors."""
+    page = chromium.new_page()
+    remote: list[str] = []
+    page.route(re.compile(r"^(https?|wss?|ftp)://"), lambda route: (remote.append(route.request.url), route.abort()))
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page, remote, errors
+    page.close()
 
 
 def visible_cells(page, ranks: int, cells: int) -> list[list[list[str]]]:

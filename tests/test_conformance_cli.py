@@ -102,13 +102,14 @@ def test_json_and_junit_reports_of_a_failing_backend(tmp_path, capsys):
     assert set(data) >= {"ok", "command", "subject", "violations", "stats", "capability", "cases"}
     assert data["ok"] is False and data["command"] == "conform"
     kinds = sorted((v["kind"], v["severity"], v.get("op")) for v in data["violations"])
-    # broadcast is missing: unsupported (a warning), per root and seed; max is wrong, for both seeds
-    assert kinds == [("unsupported", "warning", None)] * 4 + [("wrong-value", "error", "max")] * 2
-    assert {v["seed"] for v in data["violations"] if v["kind"] == "wrong-value"} == {0, 1}
+    # broadcast is missing: unsupported (a warning), per root and seed; max is wrong, for both seeds;
+    # --repeat 2 also calls seed 0's inputs a second time (call=1), which is checked like any case
+    assert kinds == [("unsupported", "warning", None)] * 6 + [("wrong-value", "error", "max")] * 3
+    assert sorted((v["seed"], v["case"].endswith("/call=1")) for v in data["violations"] if v["kind"] == "wrong-value") == [(0, False), (0, True), (1, False)]
     assert data["capability"]["allreduce"]["in place"]["int32"] == {"sum": "pass", "max": "fail"}
     assert data["capability"]["broadcast"]["in place"]["int32"] == {"-": "unsupported"}
     root = ElementTree.parse(junit).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == ("8", "2", "4", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == ("12", "3", "6", "0")
     failure = root.find(".//testcase[@name='allreduce/int32/max/n=4/inplace/spread/seed=1']/failure")
     assert failure is not None and failure.get("type") == "wrong-value"
     out = capsys.readouterr().out

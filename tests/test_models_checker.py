@@ -96,3 +96,58 @@ def test_steps_store_int32_when_the_numbers_fit_and_int64_when_not():
     assert small.src.dtype == np.int32 and small.dst.dtype == np.int32 and small.op.dtype == np.int8
     large = Step.of([0], [1], [2**31], [0], REDUCE)
     assert large.src_chunk.dtype == np.int64 and int(large.src_chunk[0]) == 2**31
+
+
+# -- link repeats found through arrival slots (checker._Arrivals) ---------------------------
+
+
+def _check_sorting_every_key(schedule, monkeypatch):
+    """The checker with the arrival slots off: every transfer's key sorted."""
+    from collspec.models import checker
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checker._Arrivals, "LIMIT", -1)
+        return check(schedule)
+
+
+def _messages(result):
+    return [(v.kind, v.step, v.src, v.dst, v.message) for v in result.violations]
+
+
+@given(st.integers(2, 5), st.integers(1, 6), st.integers(1, 5), st.integers(0, 10**6))
+def test_arrival_slots_give_the_link_repeats_that_sorting_every_key_gives(ranks, chunks, steps, seed):
+    """Random schedules, phases and ops (local transfers, uninitialised and
+    mixed columns, several arrivals in one slot within a step and across
+    steps): the same violations, in the same order, with or without slots."""
+    rng = np.random.default_rng(seed)
+    built = []
+    for k in range(steps):
+        size = int(rng.integers(0, 2 * ranks + 1))
+        phase = [None, "a", "b"][int(rng.integers(0, 3))]
+        built.append(Step.of(rng.integers(0, ranks, size), rng.integers(0, ranks, size), rng.integers(0, chunks, size),
+                             rng.integers(0, chunks, size), rng.integers(0, 2, size), phase=phase))
+    schedule = Schedule("allreduce", ranks, chunks, tuple(built))
+    monkeypatch = pytest.MonkeyPatch()  # not the fixture: hypothesis runs the body many times
+    try:
+        assert _messages(check(schedule)) == _messages(_check_sorting_every_key(schedule, monkeypatch))
+    finally:
+        monkeypatch.undo()
+
+
+def test_a_chunk_back_on_its_link_after_another_sender_used_its_slot_is_a_link_repeat(monkeypatch):
+    """Chunk 0 goes 0->2, then 1->2 (same slot: rank 2, chunk 0's column),
+    then 0->2 again: the slot's last arrival is rank 1's, yet the repeat of
+    0->2 is found, as sorting every key finds it."""
+    steps = (Step.of([0], [2], [0], [0], COPY, phase="p"), Step.of([1], [2], [0], [1], COPY, phase="p"),
+             Step.of([0], [2], [0], [2], COPY, phase="p"))
+    schedule = Schedule("allgather", 3, 3, steps)
+    repeats = [v.message for v in check(schedule).violations if v.kind == "link-repeat"]
+    assert repeats == ["chunk 0 crosses link 0->2 twice in phase 'p': in step 0 and again in step 2"]
+    assert _messages(check(schedule)) == _messages(_check_sorting_every_key(schedule, monkeypatch))
+
+
+def test_a_chunk_sent_twice_over_one_link_in_one_step_is_a_link_repeat():
+    step = Step.of([0, 0], [1, 1], [0, 0], [0, 1], COPY, phase="p")
+    result = check(Schedule("allgather", 2, 2, (step,)), link_capacity=2)
+    assert [v.message for v in result.violations if v.kind == "link-repeat"] == [
+        "chunk 0 crosses link 0->1 twice in phase 'p': in step 0 and again in step 0"]

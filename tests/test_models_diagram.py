@@ -195,6 +195,8 @@ def test_cli_svg_and_tree():
         (("ring", "--diagram", "tree"), "--diagram applies to --format svg only"),
         (("ring", "--html", "/no/such/folder/x.html"), "--html /no/such/folder/x.html: folder /no/such/folder does not exist"),
         (("direct", "--ranks", "150", "--format", "svg"), "diagrams stop at"),
+        (("ring", "--format", "svg", "--html", "x.html"), "--html writes a page, --format svg prints to stdout: give one of them"),
+        (("ring", "--format", "text", "--html", "x.html"), "--html writes a page, --format text prints to stdout: give one of them"),
     ],
 )
 def test_cli_bad_input_is_exit_2(args, message):

@@ -7,6 +7,7 @@ names nothing outside itself. (tests/test_browser.py drives it in Chromium.)
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,3 +76,6 @@ def test_cli_writes_the_page(tmp_path):
     assert result.returncode == 0, result.stderr
     assert out.read_text(encoding="utf-8") == explain_page(explain(generate("ring-seed", "allreduce", 4), "seed"))
     assert [p.name for p in tmp_path.iterdir()] == ["ring.html"]  # no temporary left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # readable as any file the user writes, not private like a temporary

@@ -12,6 +12,7 @@ counts and the sweep goes on.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -27,7 +28,12 @@ sys.path.insert(0, str(ROOT / "docs"))
 import gen_mpi  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi]
-RECORD = json.loads((ROOT / "docs" / "mpi_results.json").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def record() -> dict:
+    """docs/mpi_results.json, the record of the whole sweep (read when a test needs it)."""
+    return json.loads((ROOT / "docs" / "mpi_results.json").read_text())
 
 
 @pytest.fixture(autouse=True)
@@ -41,12 +47,12 @@ def installed(library: str):
 
 
 def test_the_page_is_the_rendering_of_the_record():
-    assert gen_mpi.page(RECORD) == (ROOT / "docs" / "mpi.md").read_text(), "rerun docs/gen_mpi.py --render"
+    assert gen_mpi.page(record()) == (ROOT / "docs" / "mpi.md").read_text(), "rerun docs/gen_mpi.py --render"
 
 
 def as_recorded(library: str, result) -> list:
     """The live outcomes, each checked against the recorded status of the same case id."""
-    recorded = RECORD[library]["cases"]
+    recorded = record()[library]["cases"]
     compared = [o for o in result.outcomes if o.case is not None and o.case.id in recorded]
     assert compared, "no case of the subset is in the record"
     assert [(o.case.id, o.status) for o in compared] == [(o.case.id, recorded[o.case.id]) for o in compared]
@@ -97,3 +103,47 @@ def test_gloo_refuses_compose():
                      ops=["compose"], sizes=[3])
     assert result.counts() == {"unsupported": 1}
     assert "no compose operation" in result.outcomes[0].violations[0].details["reason"]
+
+
+def a_rejected_value_for(monkeypatch, forced: str) -> None:
+    """Force ``forced`` as the value ``bogus`` (what a library does with a value it does not know)."""
+    real = mpi_libs.force
+
+    def force(name, collective, algorithm):
+        variables = real(name, collective, algorithm)
+        if algorithm != forced:
+            return variables
+        return {k: "bogus" if k.endswith("_ALGORITHM") or k.endswith("_algorithm") or k.startswith("I_MPI_ADJUST_") else v
+                for k, v in variables.items()}
+
+    monkeypatch.setattr(mpi_libs, "force", force)
+
+
+@installed("mpich")
+def test_an_mpi_init_that_aborts_on_a_forced_value_is_a_crash_of_that_algorithm_and_the_sweep_goes_on(monkeypatch):
+    a_rejected_value_for(monkeypatch, "ring")
+    result = conform("mpich", world_size=4, mode="quick", collectives=["allreduce"], dtypes=["int32"], ops=["sum"],
+                     sizes=[5], algorithms=["ring", "tree"])
+    status = {o.case.algorithm: o.status for o in result.outcomes if o.case}
+    assert status == {"ring": "not-run", "tree": "pass"}
+    (crash,) = [v for v in result.violations if v.kind == "crash"]
+    assert crash.message.startswith("allreduce/alg=ring: rank ") and "during set-up" in crash.message
+    assert crash.details["algorithm"] == "ring"
+    assert any("internal_Init_thread" in line for line in crash.details["log"])  # MPICH's own words: MPI_Init failed
+
+
+@pytest.mark.parametrize("library, algorithms, said", [
+    ("openmpi", ["ring", "basic_linear"], "An invalid value was supplied for an enum variable. Variable : coll_tuned_allreduce_algorithm Value : bogus"),
+    ("intelmpi", ["1", "2"], "MPI startup(): Incorrect adjust value: ALLREDUCE=bogus, will be ignored"),
+], ids=["openmpi", "intelmpi"])
+def test_a_forced_value_the_library_only_warns_about_is_unsupported_not_a_pass_of_its_default(monkeypatch, library, algorithms, said):
+    if not mpi_libs.library(library).available():
+        pytest.skip(f"{library} not installed (make install)")
+    a_rejected_value_for(monkeypatch, algorithms[0])
+    result = conform(library, world_size=4, mode="quick", collectives=["allreduce"], dtypes=["int32"], ops=["sum"],
+                     sizes=[5], algorithms=algorithms)
+    status = {o.case.algorithm: o.status for o in result.outcomes if o.case}
+    assert status == {algorithms[0]: "unsupported", algorithms[1]: "pass"}
+    (refused,) = [v for v in result.violations if v.kind == "unsupported"]
+    assert refused.details["algorithm"] == algorithms[0]
+    assert refused.details["reason"].startswith(said) and "[W" not in refused.details["reason"]

@@ -18,8 +18,8 @@ def configure(parser):
                         help="seed: the worked example's four gradients (4 ranks of 4 chunks); random: random small integers "
                              "(default: seed where the schedule has the worked example's shape, random otherwise)")
     parser.add_argument("--op", choices=["avg", "sum"], default="avg", help="avg divides by N at the end, as gradient averaging does")
-    parser.add_argument("--format", choices=["text", "markdown", "json", "svg"], default="text",
-                        help="svg: the schedule as a diagram (ranks as rows, hops as columns)")
+    parser.add_argument("--format", choices=["text", "markdown", "json", "svg"], default=None,
+                        help="text (the default), markdown, json; svg: the schedule as a diagram (ranks as rows, hops as columns)")
     parser.add_argument("--diagram", choices=["schedule", "tree"], default="schedule",
                         help="with --format svg: the schedule, or the tree(s) it runs along")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page that steps through the hops")
@@ -35,6 +35,8 @@ def run(args) -> int:
 
     if args.diagram != "schedule" and args.format != "svg":
         raise CollspecError("--diagram applies to --format svg only")
+    if args.html and args.format:
+        raise CollspecError(f"--html writes a page, --format {args.format} prints to stdout: give one of them")
     schedule = generate(args.algorithm, args.collective, args.ranks)
     if args.format == "svg":
         print(_svg(schedule, args.diagram), end="")
@@ -86,4 +88,7 @@ def _write(path: str, text: str) -> None:
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".explain-", suffix=".html")
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         out.write(text)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # as an ordinary file: mkstemp's is private to its owner
     os.replace(temporary, path)

@@ -77,14 +77,22 @@ def _prove_schedule(args) -> int:
 
 
 def _emit(args, subject: str, results, seconds: float, violations=None) -> int:
-    from ..report import Report, write_json
+    from ..report import write_json
 
-    if violations is None:
-        violations = [_violation(r) for r in results if not r.ok]
-    report = Report("prove", subject, violations, {"proofs": [r.to_json() for r in results], "seconds": round(seconds, 3)})
+    report = proofs_report(subject, results, seconds, violations)
     if args.json:
         write_json(report.to_json(), args.json)
     return report.exit_code
+
+
+def proofs_report(subject: str, results, seconds: float, violations=None):
+    """The report of ``collspec prove --json`` for these results (a failed
+    or undecided proof is a ``postcondition`` violation naming it)."""
+    from ..report import Report
+
+    if violations is None:
+        violations = [_violation(r) for r in results if not r.ok]
+    return Report("prove", subject, violations, {"proofs": [r.to_json() for r in results], "seconds": round(seconds, 3)})
 
 
 def _violation(result):

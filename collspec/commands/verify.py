@@ -124,7 +124,7 @@ def _prove() -> tuple[bool, str]:
     trivial = sum(r.status == "trivial" for r in results)
     proved = [r for r in results if r.status == "proved"]
     every_n = sum(r.scope.startswith("all N") for r in proved)
-    detail = f"{len(proved)}/{len(results)} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
+    detail = f"{len(proved)}/{len(results) - trivial} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
     return not failed, detail + (f"; not proved: {', '.join(failed[:5])}" if failed else "")
 
 

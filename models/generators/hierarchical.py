@@ -6,8 +6,9 @@ it). The vector is cut into L blocks of G chunks (chunk c is in block c // G).
 1. intra-group reduce-scatter: a ring over the L ranks of each group, one
    block (G chunks) per hop; local rank l ends with block l reduced over its
    group;
-2. inter-group reduce-scatter then 3. inter-group all-gather: a ring over the
-   G ranks that share local index l, on block l, one chunk per hop;
+2. inter-group reduce-scatter: a ring over the G ranks that share local
+   index l, on block l, one chunk per hop;
+3. inter-group all-gather: the same ring, on block l;
 4. intra-group all-gather of the blocks.
 
 Traffic per rank is 2(N-1)/N of the vector, the lower bound, while only
