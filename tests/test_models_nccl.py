@@ -259,12 +259,14 @@ def test_without_aggregation_the_peer_distance_is_the_offsets_lowest_bit():
 def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
     schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=1, count=1)
     assert len(schedule.steps) == 9 and _distances(schedule, 512) == [[1], [2], [4], [8], [16], [32], [64], [128], [256]]
-    # 6 ranks, no aggregation: P = 8, so offset 7 does not exist and its step sends nothing
+    # 6 ranks, no aggregation: P = 8, so offsets 7 and 6 do not exist and their steps send nothing
     six = generate("nccl-pat", "reduce_scatter", 6, aggregation=1, count=1)
-    assert len(six.steps) == 7 and len(six.steps[0]) == 0 and all(len(s) == 6 for s in six.steps[1:])
-    # aggregated: one message carries every partial with the same lowest bit (offsets 1, 3, 5 at N = 6, A = 2)
+    assert len(six.steps) == 7 and [len(s) for s in six.steps] == [0, 0, 6, 6, 6, 6, 6]
+    # aggregated (N = 6, A = 2, delta = 4): the offsets i * 4 + as travel together: as = 3 carries 3 (7 is
+    # past N), as = 2 carries 2 (6 is past N), as = 1 carries 1 and 5 in one message; then offset 4
     agg = generate("nccl-pat", "reduce_scatter", 6, aggregation=2, count=1)
-    assert len(agg.steps) == 3 + 1 and sorted(agg.steps[0].src_chunk[agg.steps[0].src == 0].tolist()) == [3, 5]
+    sent = [sorted(step.src_chunk[step.src == 0].tolist()) for step in agg.steps]
+    assert sent == [[3], [2], [1, 5], [4]] and [len(s) for s in agg.steps] == [6, 6, 12, 6]
 
 
 def test_pat_allgather_is_the_reduce_scatter_tree_backwards():
@@ -289,3 +291,131 @@ def test_pat_bad_options_name_the_option(options, message):
     with pytest.raises(ScheduleError) as error:
         generate("nccl-pat", "reduce_scatter", 8, **options)
     assert str(error.value) == message
+
+
+# -- bits: NCCL's ring addition order ----------------------------------------------------------
+
+from collspec.models import bits  # noqa: E402
+from collspec.models.algebras import Numbers  # noqa: E402
+from collspec.models.interpreter import run as interpret  # noqa: E402
+
+
+def _ring_sum(values, order, owner_index):
+    """((x[k+1] + x[k+2]) + ...) + x[k] along ``order``, k the owner's index, rounding each add."""
+    n = len(order)
+    total = values[order[(owner_index + 1) % n]]
+    for step in range(2, n + 1):
+        total = (total + values[order[(owner_index + step) % n]]).astype(values.dtype)
+    return total
+
+
+def test_the_interpreter_adds_in_nccls_ring_order_for_any_channels_and_rings():
+    n, count, chunk = 5, 29, 2
+    rng = np.random.default_rng(3)
+    x = [rng.standard_normal(count).astype(np.float16) * np.float16(100) for _ in range(n)]
+    rings = [[0, 1, 2, 3, 4], [3, 0, 4, 2, 1]]
+    schedule = generate("nccl-ring", "allreduce", n, channels=2, chunk=chunk, count=count, rings=rings)
+    got = interpret(schedule, Numbers(x, op="sum")).state
+    per = 15  # channel parts: 15 and 14 elements
+    for e in range(count):
+        c = e // per
+        local = e - c * per
+        part = per if c == 0 else count - per
+        loop, within = divmod(local, n * chunk)
+        rem = part - loop * n * chunk
+        chunk_count = chunk if rem >= n * chunk else -(-rem // n)
+        k = within // chunk_count  # the chunk, owned by ring index k
+        want = _ring_sum(np.array([v[e] for v in x]), rings[c], k)
+        assert all(got[r][e].tobytes() == want.tobytes() for r in range(n)), e
+    # and it is not the rank-order sum everywhere: the order is what the test pins down
+    plain = [np.float16(0)] * count
+    for e in range(count):
+        acc = x[0][e]
+        for r in range(1, n):
+            acc = np.float16(acc + x[r][e])
+        plain[e] = acc
+    assert any(got[0][e] != plain[e] for e in range(count))
+
+
+def test_predict_uses_one_channel_and_16_byte_chunks():
+    n, count = 4, 10
+    x = [np.arange(count, dtype=np.float32) * (r + 1) for r in range(n)]
+    # float32: align 4, chunkCount = alignUp(divUp(10, 4), 4) = 4: chunks [0, 4), [4, 8), [8, 10), empty
+    schedule = generate("nccl-ring", "allreduce", n, **bits.schedule_options("nccl-ring", "allreduce", 4, count))
+    assert len(schedule.steps) == 2 * (n - 1) and schedule.steps[0].src_chunk[schedule.steps[0].src == 1].tolist() == [0, 1, 2, 3]
+    out = bits.predict("nccl-ring", "allreduce", x, "sum")
+    assert all(np.array_equal(o, np.arange(count, dtype=np.float32) * 10) for o in out)
+    with pytest.raises(ScheduleError, match="bits:ring: no bit-exact model of 'ring'; use one of nccl-ring"):
+        bits.predict("ring", "allreduce", x, "sum")
+
+
+def _conform(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "collspec", "conform", "--world-size", "4", *args], capture_output=True, text=True)
+
+
+def test_conform_expect_bits_passes_impl_nccl_ring_at_4_ranks():
+    ok = _conform("--backend", "nccl-ring", "--expect", "bits:nccl-ring", "--collective", "allreduce,reduce_scatter,reduce",
+                  "--dtype", "float16", "--op", "sum", "--sizes", "100")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "conform nccl-ring: ok (0 errors; 14 pass)" in ok.stdout
+    bad = _conform("--backend", "ring", "--expect", "bits:ring")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["collspec conform: error: --expect bits:ring: no bit-exact model of 'ring'; use one of nccl-ring"]
+
+
+def _finals(case, n, rings):
+    """Every rank's final images after NCCL's ring on ``rings`` ran the case (the interpreter, in the dtype)."""
+    from collspec.conformance.buffers import all_inputs, initial_images, inside, layout_of
+
+    schedule = generate("nccl-ring", case.collective, n, rings=rings, **bits.schedule_options("nccl-ring", case.collective, 2, case.count))
+    state = interpret(schedule, Numbers([v.copy() for v in all_inputs(case, n)], op=case.op)).state
+    finals = []
+    for rank in range(n):
+        images = initial_images(case, n, rank)
+        view = layout_of(case, n, rank).output
+        images[view.storage][inside(view, case.dtype)] = state[rank][schedule.layout.outputs[rank]]
+        finals.append(images)
+    return finals
+
+
+def test_expect_bits_catches_a_ring_that_adds_in_another_order():
+    from collspec.conformance.cases import Case
+    from collspec.conformance.checks import judge, judge_bits
+
+    case = Case("allreduce", "float16", "sum", 100, True, None, "rounding")
+    assert judge_bits(case, 4, _finals(case, 4, [[0, 1, 2, 3]]), "nccl-ring") == []
+    backwards = _finals(case, 4, [[3, 2, 1, 0]])  # the same ring run the other way: every sum in another order
+    assert judge(case, 4, backwards) == []  # within the spec's rounding bound: only the bits tell
+    found = judge_bits(case, 4, backwards, "nccl-ring")
+    assert [(v.kind, v.message) for v in found] == [
+        ("wrong-value", f"allreduce/float16/sum/n=100/inplace/rounding/seed=0: rank {r} differs from the nccl-ring model's bits "
+                        "in 30 element(s); element 0: got -0.93310546875, the model gives -0.9326171875") for r in range(4)]
+    assert found[0].details["expect"] == "bits:nccl-ring" and found[0].details["differing"] == 30
+
+
+def test_conform_expect_bits_forces_nccls_ring_simple_one_channel_on_the_nccl_backend(monkeypatch):
+    from collspec.conformance import conform as conform_module
+    from collspec.conformance import runner
+
+    seen = []
+    monkeypatch.setattr(conform_module, "_check_options", lambda *args: None)  # no GPU here: the launch is what is checked
+    monkeypatch.setattr(runner, "run", lambda settings, record: seen.append(settings) or runner.Result([], 0, True, 0.0))
+    result = conform_module.conform("nccl", 2, collectives=["allreduce"], dtypes=["float16"], ops=["sum"], sizes=[100], expect="bits:nccl-ring")
+    assert [s.variables for s in seen] == [{"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}]
+    assert seen[0].expect_bits == "nccl-ring" and result.settings["expect"] == "bits:nccl-ring"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available() or __import__("torch").cuda.device_count() < 2,
+                    reason="needs two CUDA GPUs (NCCL runs one rank per GPU)")
+def test_nccl_on_the_gpus_gives_the_nccl_ring_models_bits():
+    import torch
+
+    from collspec.conformance.conform import conform
+
+    world = min(4, torch.cuda.device_count())
+    result = conform("nccl", world, collectives=["allreduce", "reduce_scatter", "reduce"], dtypes=["float16", "float32"],
+                     ops=["sum"], sizes=[100, 4096], expect="bits:nccl-ring")
+    assert [v.message for v in result.report().violations if v.is_error] == []
