@@ -419,3 +419,31 @@ def test_nccl_on_the_gpus_gives_the_nccl_ring_models_bits():
     result = conform("nccl", world, collectives=["allreduce", "reduce_scatter", "reduce"], dtypes=["float16", "float32"],
                      ops=["sum"], sizes=[100, 4096], expect="bits:nccl-ring")
     assert [v.message for v in result.report().violations if v.is_error] == []
+
+
+# -- bad input on the command line: exit 2, naming the option -----------------------------------
+
+
+def test_cli_bad_options_exit_2_naming_the_option():
+    import subprocess
+    import sys
+
+    cases = [
+        (["-a", "nccl-ring", "-n", "4", "--option", "channels=0"], "--option 'channels=0': channels must be at least 1 for 4 ranks"),
+        (["-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"],
+         "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
+        (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (34359214080 (step, rank, slot) "
+                                             "points, at most 2147483648); use fewer ranks or smaller options"),
+        (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
+         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 4294967296 slots a step; "
+         "at most 33554432 and 16777216): use fewer ranks, a smaller count or chunk"),
+    ]
+    for args, message in cases:
+        done = subprocess.run([sys.executable, "-m", "collspec", "check", *args], capture_output=True, text=True)
+        assert (done.returncode, done.stderr.strip()) == (2, f"collspec check: error: {message}"), args
+
+
+def test_pat_past_1024_ranks_refines_against_its_proved_terms():
+    # the aggregate's 'used' test once multiplied slot x scale and overflowed the proofs' bit-vectors at 1500 ranks
+    schedule = generate("nccl-pat", "allgather", 1500, chunk=1, count=1)
+    assert schedule.transfers == 1500 * 1499

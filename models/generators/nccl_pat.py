@@ -47,10 +47,13 @@ from .. import indexing as ix
 from ..layout import ScheduleError
 from ..program import BITVEC, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
-from .nccl_ring import _integer
+from .nccl_ring import _integer, most_per_link
 
 ALGORITHM = "nccl-pat"
 MAX_CELLS = 1 << 18
+#: at most this many (rank, slot) points in one step and transfers in all (4096 ranks, count 1, fit)
+MAX_SLOTS = 1 << 24
+MAX_TRANSFERS = 1 << 25
 DEFAULTS = {"chunk": 2, "count": 2}
 
 
@@ -82,7 +85,8 @@ def hop(n, t, i, aggregation):
     scale = ix.shift_left(1, ix.where(first, 0, t - (delta - 1)), like=t)  # stage 2
     s = ix.where(first, i * delta + low, (2 * i + 1) * scale * delta)
     b = ix.where(first, ix.lowest_set_bit(_nonzero(low)), scale * delta)
-    used = ix.where(first, i < aggregation, 2 * i * scale < aggregation)
+    # i < A / (2 scale), not 2 i scale < A: the product overflows the proofs' bit-vectors past 1024 ranks
+    used = ix.where(first, i < aggregation, i < ix.floordiv(aggregation, _nonzero(2 * scale)))
     return s, b, ix.both(used, s < n)
 
 
@@ -127,7 +131,7 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None) -> Pr
         most = 1
         for step in built:
             if len(step):
-                most = max(most, int(np.bincount(step.src.astype(np.int64) * n + step.dst).max()))
+                most = max(most, most_per_link(n, step))
         return most
 
     return Program(
@@ -145,6 +149,11 @@ def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=No
         raise ScheduleError(f"{ALGORITHM}: option aggregation must be at most {most} for {n} ranks (NCCL stops doubling it at N/2), got {aggregation}")
     if n * made.chunks(1) > MAX_CELLS:
         raise ScheduleError(f"{ALGORITHM}: option count gives {n * made.chunks(1)} cells, more than {MAX_CELLS}")
+    width, count = int(made.width(n)), made.meta["count"]
+    if n * width > MAX_SLOTS or n * (n - 1) * count > MAX_TRANSFERS:
+        raise ScheduleError(f"{ALGORITHM}: ranks {n} with count {count} and chunk {made.meta['chunk']} is beyond what is enumerated "
+                            f"({n * (n - 1) * count} transfers, {n * width} slots a step; at most {MAX_TRANSFERS} and {MAX_SLOTS}): "
+                            "use fewer ranks, a smaller count or chunk")
     return made.schedule(n)
 
 

@@ -236,8 +236,17 @@ def _link_load(n, steps) -> int:
     most = 1
     for step in steps:
         if len(step):
-            most = max(most, int(np.bincount(step.src * n + step.dst).max()))
+            most = max(most, most_per_link(n, step))
     return most
+
+
+def most_per_link(n: int, step) -> int:
+    """The most transfers of ``step`` on one (src, dst) link: a bincount
+    for small N, a sort past 4096 ranks (N * N counters would not fit)."""
+    key = step.src.astype(np.int64) * n + step.dst
+    if n <= 4096:
+        return int(np.bincount(key).max())
+    return int(np.unique(key, return_counts=True)[1].max())
 
 
 def _integer(name: str, value, low: int, high: int, algorithm: str = ALGORITHM) -> int:

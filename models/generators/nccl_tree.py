@@ -43,7 +43,7 @@ import numpy as np
 from .. import indexing as ix
 from ..program import BITVEC, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
-from .nccl_ring import MAX_CHANNELS, Layout, _integer
+from .nccl_ring import MAX_CHANNELS, Layout, _integer, most_per_link
 
 ALGORITHM = "nccl-tree"
 #: cells stay well inside the proofs' 20-bit vectors
@@ -179,7 +179,7 @@ def tree_program(channels=None, chunk=None, count=None) -> Program:
         most = 1
         for step in built:
             if len(step):
-                most = max(most, int(np.bincount(step.src.astype(np.int64) * n + step.dst).max()))
+                most = max(most, most_per_link(n, step))
         return most
 
     return Program(
