@@ -238,7 +238,7 @@ def _distances(schedule, n):
 def test_nccl_pat_passes_the_checker_for_every_aggregation(collective):
     # bench/nccl_verify.py runs every N = 2..64 and N = 512
     failures = {}
-    for n in (2, 3, 5, 6, 8, 13, 16, 31, 64):
+    for n in (2, 3, 6, 8, 13, 16):
         most = int(nccl_pat.max_aggregation(n))
         for aggregation in [1 << k for k in range(most.bit_length())]:
             result = check(generate("nccl-pat", collective, n, aggregation=aggregation, chunk=2, count=3))
