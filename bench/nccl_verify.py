@@ -11,6 +11,8 @@
   who forwards in both) with numpy for every N = 1..4096 and the powers of
   two up to 65536 and their neighbours; proofs/nccl_trees.py proves them
   for every N <= 65536.
+- buffer slots (``check --slots``): nccl-ring at NCCL_STEPS = 8 slots
+  deadlocks exactly when a chunk needs more than 8, for N = 2..64.
 
 Prints, per section, what was checked, how many failed, and the seconds;
 exit 1 if anything failed. The test suite checks a sample of the same
@@ -114,7 +116,31 @@ def tree_facts_section() -> tuple[str, int, int]:
     return "double binary tree facts, N=1..4096 and 2**b-1..2**b+1 up to 65536", len(sizes), failed
 
 
-SECTIONS = {"ring": ring_section, "tree": tree_section, "pat": pat_section, "tree-facts": tree_facts_section}
+def slots_section() -> tuple[str, int, int]:
+    """NCCL_STEPS = 8 slots of one element: a ring chunk of 4 slots (NCCL's
+    ALLREDUCE_CHUNKSTEPS) never deadlocks, one of 9 always does, at step 0;
+    a broadcast chain of 9 never does."""
+    from collspec.models.slots import slot_deadlocks
+
+    checked, failed = 0, []
+    for n in range(2, 65):
+        for collective in ("allreduce", "reduce_scatter", "allgather"):
+            for chunk, dead in ((4, False), (8, False), (9, True)):
+                count = chunk * (n if collective == "allreduce" else 1)
+                found = slot_deadlocks(generate("nccl-ring", collective, n, channels=1, chunk=chunk, count=count), slots=8)
+                checked += 1
+                if bool(found) != dead or (found and found[0].step != 0):
+                    failed.append(f"{collective} N={n} chunk={chunk}: {[v.message for v in found]}")
+        chain = generate("nccl-ring", "broadcast", n, channels=1, chunk=9, count=18)
+        checked += 1
+        if slot_deadlocks(chain, slots=8):
+            failed.append(f"broadcast N={n}: a chain reported a deadlock")
+    for line in failed[:10]:
+        print("  FAILED", line)
+    return "slots: nccl-ring at 8 slots, N=2..64, chunks of 4, 8 and 9 slots, and the broadcast chain", checked, len(failed)
+
+
+SECTIONS = {"ring": ring_section, "tree": tree_section, "pat": pat_section, "tree-facts": tree_facts_section, "slots": slots_section}
 
 
 def main(argv: list[str] | None = None) -> int:
