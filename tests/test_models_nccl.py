@@ -123,42 +123,71 @@ def test_bad_options_name_the_option(options, message):
 from collspec.models.generators import nccl_tree  # noqa: E402
 
 
-def _btree_as_nccl_writes_it(nranks: int, rank: int) -> tuple[int, int, int]:
-    """(up, down0, down1) by the loop of ncclGetBtree (src/graph/trees.cc), step by step."""
-    bit = 1
-    while bit < nranks:
-        if bit & rank:
-            break
-        bit <<= 1
-    if rank == 0:
-        return -1, -1, (bit >> 1 if nranks > 1 else -1)
-    up = (rank ^ bit) | (bit << 1)
-    if up >= nranks:
-        up = rank ^ bit
-    lowbit = bit >> 1
-    down0 = -1 if lowbit == 0 else rank - lowbit
-    down1 = -1 if lowbit == 0 else rank + lowbit
-    while down1 >= nranks:
-        down1 = -1 if lowbit == 0 else rank + lowbit
-        lowbit >>= 1
-    return up, down0, down1
+def _btree_parent(n: int, r: int) -> int:
+    """Tree 0's parent of rank r, from the bit-pattern rule stated in the
+    comment above ``ncclGetBtree`` (src/graph/trees.cc, NCCL v2.30), written
+    here as arithmetic: with b the lowest set bit of r, a rank whose bit 2b
+    is clear (``xx01[0]``) hangs below r + b, or below r - b when r + b is
+    out of range; a rank whose bit 2b is set (``xx11[0]``) hangs below r - b.
+    Rank 0 is the root."""
+    if r == 0:
+        return -1
+    b = r & -r
+    if r & (2 * b) == 0 and r + b < n:
+        return r + b
+    return r - b
 
 
-def _dtree_as_nccl_writes_it(nranks: int, rank: int) -> list[tuple[int, int, int]]:
-    """Both trees of ncclGetDtree: the btree, then its shift (odd N) or mirror (even N)."""
-    if nranks % 2 == 1:
-        u, d0, d1 = _btree_as_nccl_writes_it(nranks, (rank - 1 + nranks) % nranks)
-        second = tuple(-1 if v == -1 else (v + 1) % nranks for v in (u, d0, d1))
-    else:
-        u, d0, d1 = _btree_as_nccl_writes_it(nranks, nranks - 1 - rank)
-        second = tuple(-1 if v == -1 else nranks - 1 - v for v in (u, d0, d1))
-    return [_btree_as_nccl_writes_it(nranks, rank), second]
+def _reference_trees(n: int) -> list[list[tuple[int, int, int]]]:
+    """(parent, child 0, child 1) per rank for both trees, children found by
+    inverting the parent relation (a child is child 0 when its label is below
+    its parent's, else child 1, as ``down0``/``down1`` are): an independent
+    reading of the documented rule, not the model's formulas.
+    Tree 1 relabels tree 0 as the comment above ``ncclGetDtree`` says: the
+    mirror r -> N-1-r for even N, the shift r -> r+1 for odd N."""
+    parent0 = [_btree_parent(n, r) for r in range(n)]
+    relabel = [n - 1 - r for r in range(n)] if n % 2 == 0 else [(r + 1) % n for r in range(n)]
+    trees = []
+    inverse = [0] * n
+    for x, r in enumerate(relabel):
+        inverse[r] = x
+    for label_of in (list(range(n)), inverse):  # rank -> its label in tree 0's numbering
+        rank_of = [0] * n
+        for r, x in enumerate(label_of):
+            rank_of[x] = r
+        parent = [-1 if parent0[label_of[r]] == -1 else rank_of[parent0[label_of[r]]] for r in range(n)]
+        slots = [[-1, -1] for _ in range(n)]
+        for c, p in enumerate(parent):  # child slot: is the child's label below its parent's
+            if p != -1:
+                slots[p][0 if label_of[c] < label_of[p] else 1] = c
+        trees.append([(parent[r], *slots[r]) for r in range(n)])
+    return trees
+
+
+#: the three illustrations in src/graph/trees.cc (NCCL v2.30), as parent lists
+ILLUSTRATED = {
+    # ncclGetBtree, 14 ranks
+    (14, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8, 12],
+    # ncclGetDtree, 12 ranks: the btree and its mirror (root 11)
+    (12, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 8, 10],
+    (12, 1): [1, 3, 1, 11, 5, 7, 5, 3, 9, 7, 9, -1],
+    # ncclGetDtree, 13 ranks: the btree and its shift by one (root 1)
+    (13, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8],
+    (13, 1): [9, -1, 3, 5, 3, 9, 7, 5, 7, 1, 11, 0, 11],
+}
+
+
+@pytest.mark.parametrize("n, tree", sorted(ILLUSTRATED))
+def test_the_trees_match_ncclS_own_illustrations(n, tree):
+    assert nccl_tree.parents(n)[tree] == ILLUSTRATED[(n, tree)]
+    assert [row[0] for row in _reference_trees(n)[tree]] == ILLUSTRATED[(n, tree)]
 
 
 @pytest.mark.parametrize("n", [*range(1, 70), 127, 128, 129, 255, 256, 257, 1000, 4097])
 def test_the_closed_form_trees_are_ncclGetDtrees(n):
     ranks = np.arange(n, dtype=np.int64)
-    want = [_dtree_as_nccl_writes_it(n, r) for r in range(n)]
+    ref = _reference_trees(n)
+    want = [[ref[t][r] for t in (0, 1)] for r in range(n)]
     assert nccl_tree.parents(n) == [[want[r][t][0] for r in range(n)] for t in (0, 1)]
     for tree in (0, 1):
         x = nccl_tree.to_label(ranks, n, tree)
