@@ -112,12 +112,16 @@ def test_tree_renaming_bug_at_one_root_fails_the_rotation_query(monkeypatch, col
     assert result.queries[-1][0].startswith("rotation:")
 
 
+#: the built-in algorithms issue 10 names (the NCCL models, added later, have their own rows)
+ISSUE_10 = ("ring", "ring-seed", "direct", "hub", "binary-tree", "hierarchical-ring", "recursive-doubling", "halving-doubling")
+
+
 def test_every_builtin_collective_has_an_all_n_row():
     from collspec.models.generators import ALGORITHMS
 
     rows = {p.name: p.scope for p in suite()}
-    for algorithm, collectives in ALGORITHMS.items():
-        for collective in collectives:
+    for algorithm in ISSUE_10:
+        for collective in ALGORITHMS[algorithm]:
             assert rows[f"{algorithm}.{collective}-exactly-once"].startswith("all N"), (algorithm, collective)
     assert rows["hierarchical-ring.allreduce-exactly-once"] == "all N>=2, all group sizes"
 
