@@ -29,7 +29,7 @@ import z3
 
 from ..models import indexing as ix
 from ..models.generators import hierarchical as gen
-from ..models.program import COPY, REDUCE, Program, Transfer, as_term
+from ..models.program import Program, Transfer, as_term
 from .induction import Invariant
 from .solver import Query
 
