@@ -418,8 +418,6 @@ def invariant(algorithm: str, collective: str, root=None, params=None) -> Invari
     program's option, as :func:`collspec.models.program.symbolic` returns
     it. hierarchical-ring's is :func:`collspec.proofs.hierarchical.pair_invariant`."""
     made = INVARIANTS[(algorithm, collective)]()
-    if isinstance(made, tuple):
-        kind, build = made
-        params = dict(params or {})
-        return build(params.get("root", root))
+    if isinstance(made, tuple):  # ("rooted", build)
+        return made[1](dict(params or {}).get("root", root))
     return made

@@ -13,7 +13,10 @@ it). The vector is cut into L blocks of G chunks (chunk c is in block c // G).
 
 Traffic per rank is 2(N-1)/N of the vector, the lower bound, while only
 2(G-1) of the 2(L-1) + 2(G-1) hops cross group boundaries. The ring index
-formulas are :mod:`collspec.models.indexing`'s, applied within each ring.
+formulas are :mod:`collspec.models.indexing`'s, applied within each ring
+(written with ``wrap`` rather than ``%``, so that the proof for every node
+count and group size is linear arithmetic: :func:`pair_transfer` works on
+(group, local index) coordinates and the transfer function joins them).
 The intra-group hops move a whole block, so the schedule declares a link
 capacity of G chunks.
 
