@@ -220,7 +220,8 @@ def _init_aborted(spec, outcomes: list[runner.Outcome], output: str) -> list[run
 
     failure = setup[0].violations[0]
     stack = _error_stack(output)
-    said = stack[-1][1] if stack and stack[-1][1] else (failure.details.get("log") or [failure.message])[-1].strip()
+    lines = [line.strip() for line in failure.details.get("log", []) if line.strip() and not line.lstrip().startswith("[")]
+    said = stack[-1][1] if stack and stack[-1][1] else (lines or [failure.message])[-1]
     refused = re.search(mpi_libs.library(spec.library).refusal, said) is not None
     kind = "unsupported" if refused else failure.kind
     where = " > ".join(name for name, _ in stack)
