@@ -142,6 +142,10 @@ def conform(
 
     def marked(outcome: runner.Outcome) -> runner.Outcome:
         violations = findings.mark(name, outcome.violations, strict)
+        algorithm = outcome.case.algorithm if outcome.case is not None else None
+        if algorithm is not None:  # every violation of a case names its algorithm (the checks do not know it)
+            violations = [v if "algorithm" in v.details else replace(v, details={**v.details, "algorithm": algorithm})
+                          for v in violations]
         status = outcome.status
         if status == "fail" and not any(v.is_error for v in violations):
             status = "finding"
