@@ -74,7 +74,8 @@ def test_open_mpi_ring_allreduce_and_chain_reduce_reorder_a_noncommutative_op():
     assert [(v.kind, v.details["ranks"]) for v in ring] == [("operand-order", [0, 1, 2, 3])]
     assert ring[0].details["order"] != [0, 1, 2, 3]
     chain = [v for v in result.violations if v.details.get("algorithm") == "chain"]
-    assert chain and {v.kind for v in chain} == {"operand-order"} and {tuple(v.details["ranks"]) for v in chain} == {(3,)}
+    assert chain and {v.kind for v in chain} == {"operand-order"}
+    assert all(v.details["ranks"] == [v.details["root"]] for v in chain)  # only the root is wrong, whichever it is
 
 
 @installed("openmpi")
