@@ -280,9 +280,32 @@ def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, ph
     text = f"rank {first} died ({dead[first]}) {where}" if first >= 0 else f"{dead[first]} {where}"
     if len(dead) > 1:
         text += f"; then rank(s) {_list(r for r in dead if r != first)} ended too"
-    return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})",
+    said = _last_words(launch_dir, first)
+    return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})" + (f": {said}" if said else ""),
                      details={**case_details(case), "ranks": [first] if first >= 0 else [],
-                              "how": dead[first], "log": _log_tail(launch_dir, first)})
+                              "how": dead[first], "log": _log_tail(launch_dir, first),
+                              **({"said": said} if said else {})})
+
+
+#: A line in which a dying process says why (a failed assertion, an abort, a fatal signal).
+LAST_WORDS = r"Assertion failed|Assertion `|Fatal error|Segmentation fault|MPI_ABORT|Abort\(|Aborted"
+
+
+def _last_words(launch_dir: str, rank: int, limit: int = 65536) -> str:
+    """The first line of the rank's log (of this start) matching :data:`LAST_WORDS`, or "".
+
+    A backtrace's last lines are addresses; the reason is printed before them.
+    """
+    import re
+
+    name = f"rank{rank}.log" if rank >= 0 else "launcher.log"
+    try:
+        with open(os.path.join(launch_dir, name), "rb") as handle:
+            text = handle.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
+    match = re.search(rf"^.*(?:{LAST_WORDS}).*$", text, re.M)
+    return " ".join(match.group(0).split())[:300] if match else ""
 
 
 def _hang(settings: Settings, index: int, finished: dict) -> Violation:
