@@ -101,6 +101,7 @@ ROWS: list[Row] = [
     Row("bench/impl_vs_gloo.py exit status", script_status("impl_vs_gloo.py"), Target("==", 0)),
     Row("bench/models_check.py exit status", script_status("models_check.py"), Target("==", 0)),
     Row("bench/msccl_verify.py exit status", script_status("msccl_verify.py"), Target("==", 0)),
+    Row("bench/nccl_verify.py exit status", script_status("nccl_verify.py"), Target("==", 0)),
     Row("bench/proofs_fp_bound.py exit status", script_status("proofs_fp_bound.py"), Target("==", 0)),
     Row("bench/proofs_suite.py exit status", script_status("proofs_suite.py"), Target("==", 0)),
     *_shm_rows(4, False, "4 ranks on 2 cores"),

@@ -59,6 +59,35 @@ def judge(case: Case, world: int, finals: list[dict[str, np.ndarray]]) -> list[V
     return found
 
 
+def judge_bits(case: Case, world: int, finals: list[dict[str, np.ndarray]], algorithm: str) -> list[Violation]:
+    """``--expect bits:ALGO``: every rank's output against the bit-exact model
+    of ``algorithm`` (:func:`collspec.models.bits.predict`), element by
+    element. Cases the model does not cover (another collective, avg,
+    unequal blocks, more elements than it predicts) are not compared."""
+    from ..models import bits
+
+    equal_blocks = not COLLECTIVES[case.collective].blocked or case.count % world == 0
+    if not (bits.supports(algorithm, case.collective, case.op) and equal_blocks) or case.count > bits.MAX_ELEMENTS * world:
+        return []
+    predicted = bits.predict(algorithm, case.collective, all_inputs(case, world), case.op or "sum", case.root or 0)
+    found = []
+    for rank in range(world):
+        want = predicted[rank]
+        if not len(want):
+            continue  # no output on this rank (reduce: a rank other than the root)
+        got = _output(case, world, rank, finals[rank])
+        differ = np.flatnonzero(_bits(got) != _bits(want.astype(got.dtype)))
+        if differ.size:
+            e = int(differ[0])
+            found.append(Violation(
+                "wrong-value",
+                f"{case.id}: rank {rank} differs from the {algorithm} model's bits in {differ.size} element(s); "
+                f"element {e}: got {_num(got[e])}, the model gives {_num(want[e])}",
+                details=_details(case, [rank], expect=f"bits:{algorithm}", element=e, got=got[e], expected=want[e], differing=int(differ.size)),
+            ))
+    return found
+
+
 # -- helpers -------------------------------------------------------------------
 
 

@@ -113,6 +113,7 @@ def conform(
     strict: bool = False,
     device: str | None = None,
     algorithms: list[str] | None = None,
+    expect: str | None = None,
     on_start: Callable[[int], None] = lambda cases: None,
     on_outcome: Callable[[runner.Outcome], None] = lambda outcome: None,
 ) -> Conformance:
@@ -126,9 +127,13 @@ def conform(
     name, ``["all"]`` every one (:func:`.mpi_libs.select`); each (collective,
     algorithm) is a start of its own, so a crash or an ignored algorithm
     stays that algorithm's. Without it the MPI backends run ``auto``.
+
+    ``expect="bits:ALGO"`` also compares every rank's result bit for bit
+    with the bit-exact model of ALGO (:mod:`collspec.models.bits`).
     """
     spec = resolve.parse(backend, device)
     _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops)
+    expect_bits = parse_expect(expect)
     if algorithms and spec.library is None:
         raise CollspecError(f"--algorithm: {spec.text} has no algorithms to force; use an MPI backend "
                             f"({', '.join(mpi_libs.LIBRARIES)})")
@@ -136,6 +141,8 @@ def conform(
         ops = list(ALL_OPS)  # MPI has user ops: compose runs too
     chosen = select(world_size, mode, repeat, seed, collectives, dtypes, ops, sizes)
     groups = _groups(spec, chosen, algorithms, world_size)
+    if expect_bits and spec.text == "nccl":
+        groups = [({**variables, **NCCL_BITS_VARIABLES}, cases) for variables, cases in groups]
     on_start(sum(len(cases) for _, cases in groups))
     launcher = launcher or spec.launcher
     name = spec.library or (spec.text if spec.text in resolve.BUILTIN else spec.target)
@@ -162,7 +169,7 @@ def conform(
             mine.append(outcome)
             on_outcome(outcome)
 
-        settings = runner.Settings(spec, world_size, cases, timeout, launcher, list(launcher_args or []), variables=variables)
+        settings = runner.Settings(spec, world_size, cases, timeout, launcher, list(launcher_args or []), variables=variables, expect_bits=expect_bits)
         results.append(runner.run(settings, record))
         outcomes += _ignored(spec, _init_aborted(spec, mine, results[-1].output), results[-1].output)
         offset += len(cases)
@@ -171,9 +178,29 @@ def conform(
     result = runner.Result(outcomes, sum(r.restarts for r in results), all(r.loopback_only for r in results),
                            sum(r.seconds for r in results))
     settings = {"mode": mode, "launcher": launcher, "seed": seed, "repeat": repeat, "timeout": timeout}
+    if expect_bits:
+        settings["expect"] = f"bits:{expect_bits}"
     if spec.library is not None:
         settings.update(library=mpi_libs.version(spec.library), algorithms=algorithms or [mpi_libs.DEFAULT])
     return Conformance(spec, world_size, mode, outcomes, result, settings)
+
+
+#: what makes NCCL run the layout of collspec.models.bits: its ring, the simple protocol, one channel
+NCCL_BITS_VARIABLES = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}
+
+
+def parse_expect(expect: str | None) -> str | None:
+    """``"bits:nccl-ring"`` -> ``"nccl-ring"`` (None for None); bad input: CollspecError."""
+    if expect is None:
+        return None
+    kind, sep, algorithm = expect.partition(":")
+    if kind != "bits" or not sep:
+        raise CollspecError(f"--expect {expect}: write bits:ALGO (bits:nccl-ring)")
+    from ..models import bits
+
+    if algorithm not in bits.ALGORITHMS:
+        raise CollspecError(f"--expect {expect}: no bit-exact model of {algorithm!r}; use one of {', '.join(bits.ALGORITHMS)}")
+    return algorithm
 
 
 def _groups(spec, chosen: list, algorithms, world: int) -> list[tuple[dict, list]]:

@@ -42,6 +42,7 @@ BUILTIN: dict[str, str] = {
     "halving-doubling": "collspec.impl.backends:HalvingDoubling",
     "binary-tree": "collspec.impl.backends:BinaryTree",
     "hierarchical-ring": "collspec.impl.backends:HierarchicalRing",
+    "nccl-ring": "collspec.impl.backends:NcclRing",
     "direct": "collspec.impl.backends:Direct",
 }
 

@@ -52,7 +52,7 @@ from ..spec.errors import CollspecError
 from . import events, launch
 from .buffers import layout_of
 from .cases import Case
-from .checks import judge
+from .checks import judge, judge_bits
 from .data import guard
 from .procs import kill_tagged
 from .resolve import BackendSpec
@@ -87,6 +87,7 @@ class Settings:
     launcher_args: list[str] = field(default_factory=list)
     timing: dict | None = None
     variables: dict[str, str] = field(default_factory=dict)  # set for every rank (a forced MPI algorithm)
+    expect_bits: str | None = None  # --expect bits:ALGO: also compare with that model bit for bit
 
 
 @dataclass
@@ -352,6 +353,8 @@ def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, 
         return Outcome(index, case, "pass", seconds=max(event["seconds"] for event in dones.values()))
     finals = [_read_buffers(launch_dir, case, settings.world, rank, index) for rank in range(settings.world)]
     violations = judge(case, settings.world, finals)
+    if settings.expect_bits:
+        violations += judge_bits(case, settings.world, finals, settings.expect_bits)
     digest = hashlib.sha256(b"".join(image.tobytes() for final in finals for image in final.values())).hexdigest()
     return Outcome(index, case, "fail" if violations else "pass", violations, digest=digest)
 

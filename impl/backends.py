@@ -9,6 +9,7 @@ name                   class                 what runs
 ``binary-tree``        :class:`BinaryTree`
 ``hierarchical-ring``  :class:`HierarchicalRing`
 ``direct``             :class:`Direct`
+``nccl-ring``          :class:`NcclRing`     NCCL's ring, one cell per element
 ``shm``                :class:`SharedMemory`  shared-memory all-reduce (:mod:`.shm`)
 =====================  ====================  ===================================
 
@@ -61,12 +62,38 @@ class Direct(AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, S
     algorithm = "direct"
 
 
+class NcclRing(AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, ScheduleBackend):
+    """NCCL's ring (``nccl-ring``) with one cell per element, in the layout
+    of :func:`collspec.models.bits.schedule_options`: its results are what
+    :func:`collspec.models.bits.predict` says, bit for bit."""
+
+    algorithm = "nccl-ring"
+
+    def schedule_for(self, collective: str, elements: int, itemsize: int, **options):
+        from ..models.bits import schedule_options
+
+        per_rank = collective in ("reduce_scatter", "allgather")
+        count = max(1, elements // self.world_size if per_rank else elements)  # an empty buffer: one empty cell
+        return self.schedule(collective, **schedule_options(self.algorithm, collective, itemsize, count), **options)
+
+    def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
+        if input.numel() % self.world_size:
+            raise NotImplementedError("nccl-ring: NCCL's reduce-scatter takes equal blocks only")
+        super().reduce_scatter_v(output, input, op)
+
+    def all_gather_v(self, output, input) -> None:
+        if output.numel() % self.world_size:
+            raise NotImplementedError("nccl-ring: NCCL's all-gather takes equal blocks only")
+        super().all_gather_v(output, input)
+
+
 __all__ = [
     "BinaryTree",
     "Direct",
     "HalvingDoubling",
     "HierarchicalRing",
     "MIXINS",
+    "NcclRing",
     "RecursiveDoubling",
     "Ring",
     "SharedMemory",

@@ -75,6 +75,13 @@ class ScheduleBackend:
             self._schedules[key] = generate(self.algorithm, collective, self.world_size, **options)
         return self._schedules[key]
 
+    def schedule_for(self, collective: str, elements: int, itemsize: int, **options) -> Schedule:
+        """The schedule for a call on ``elements`` elements of ``itemsize``
+        bytes (the whole buffer). The algorithm's default schedule, cut into
+        near-equal cells; :class:`~collspec.impl.backends.NcclRing` makes one
+        cell per element instead."""
+        return self.schedule(collective, **options)
+
     def _root(self, root: int) -> int:
         if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < self.world_size:
             raise ValueError(f"root {root!r} is out of range for {self.world_size} ranks (0..{self.world_size - 1})")
@@ -104,7 +111,7 @@ class AllReduce:
     def all_reduce(self: ScheduleBackend, tensor: torch.Tensor, op: str = "sum") -> None:
         reduction = Reduction(op, tensor.dtype, self.world_size)
         buffer = reduction.working(tensor, copy=False)
-        self._run(self.schedule("allreduce"), buffer, 1, reduction)
+        self._run(self.schedule_for("allreduce", buffer.numel(), buffer.element_size()), buffer, 1, reduction)
         reduction.finish(buffer, tensor)
 
 
@@ -124,8 +131,8 @@ class ReduceScatter:
         if output.numel() != mine:
             raise ValueError(f"reduce_scatter_v: output has {output.numel()} elements; rank {self.rank}'s block of {count} over {n} ranks has {mine}")
         reduction = Reduction(op, input.dtype, n)
-        schedule = self.schedule("reduce_scatter")
         buffer = reduction.working(input, copy=True)
+        schedule = self.schedule_for("reduce_scatter", buffer.numel(), buffer.element_size())
         self._run(schedule, buffer, n, reduction)
         bounds = cell_bounds(count, schedule.chunks, n)
         owned = owner_of(schedule)[self.rank]
@@ -146,7 +153,7 @@ class AllGather:
             raise ValueError(f"all_gather_v: input has {input.numel()} elements; rank {self.rank}'s block of {output.numel()} over {n} ranks has {mine.numel()}")
         if not _same_memory(mine, input):
             mine.copy_(input.reshape(-1))
-        self._run(self.schedule("allgather"), buffer, n, None)
+        self._run(self.schedule_for("allgather", buffer.numel(), buffer.element_size()), buffer, n, None)
         if buffer.data_ptr() != output.data_ptr() or not output.is_contiguous():
             output.copy_(buffer.view(output.shape))
 
@@ -156,7 +163,7 @@ class Broadcast:
         buffer = _flat_output(tensor)
         if not _same_memory(buffer, tensor):
             buffer.copy_(tensor.reshape(-1))
-        self._run(self.schedule("broadcast", root=self._root(root)), buffer, 1, None)
+        self._run(self.schedule_for("broadcast", buffer.numel(), buffer.element_size(), root=self._root(root)), buffer, 1, None)
         if not _same_memory(buffer, tensor):
             tensor.copy_(buffer.view(tensor.shape))
 
@@ -165,7 +172,7 @@ class Reduce:
     def reduce(self: ScheduleBackend, tensor: torch.Tensor, root: int = 0, op: str = "sum") -> None:
         reduction = Reduction(op, tensor.dtype, self.world_size)
         buffer = reduction.working(tensor, copy=True)
-        self._run(self.schedule("reduce", root=self._root(root)), buffer, 1, reduction)
+        self._run(self.schedule_for("reduce", buffer.numel(), buffer.element_size(), root=self._root(root)), buffer, 1, reduction)
         if self.rank == root:
             reduction.finish(buffer, tensor)
 

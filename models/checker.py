@@ -14,6 +14,8 @@ It runs a schedule through the interpreter and reports, as
 - ``missing-contribution`` / ``duplicate-contribution`` / ``postcondition``:
   an output cell does not hold exactly what the spec's collective puts there
   (named down to the rank, chunk and origin);
+- ``deadlock`` (only with ``slots``): bounded buffer slots per connection
+  leave a cycle of sends that never completes (:mod:`.slots`);
 - ``ranks-disagree`` (warning): ranks that must hold equal results compute
   a chunk with differently shaped reductions, so in floating point their
   bits may differ;
@@ -127,7 +129,8 @@ class _Collector:
         return True
 
 
-def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool | None = None, synchronous: bool = True) -> CheckResult:
+def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool | None = None, synchronous: bool = True,
+          slots: int | None = None, slot_size: int = 1) -> CheckResult:
     """Check every invariant of ``schedule``; see the module text.
 
     ``link_capacity`` overrides the schedule's own; ``exact`` forces exact
@@ -136,6 +139,9 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     (MSCCL XML): its steps are not real rounds, so the checks that only mean
     something for rounds (``link-overload``, ``link-repeat`` and two writes
     of one cell in one step) are skipped; the caller checks races itself.
+    ``slots`` bounds every connection to that many slots of ``slot_size``
+    cells and reports the ``deadlock`` that causes (:mod:`.slots`; rounds
+    only); None: unbounded.
 
     The schedule is streamed step by step: nothing per transfer is held
     but one 64-bit key for the link-repeat check (and, for large
@@ -186,6 +192,11 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
         _link_repeat(schedule, flat, repeat_key, found)
     del repeat_key, arrivals
 
+    if slots is not None and synchronous:
+        from .slots import slot_deadlocks
+
+        for violation in slot_deadlocks(schedule, slots, slot_size):
+            found.add(violation)
     use_exact = exact if exact is not None else flat.total * max(schedule.ranks, 1) <= EXACT_WORK_LIMIT
     failing = _outputs(schedule, final, fingerprints, use_exact, flat, found)
     if not failing:

@@ -39,6 +39,7 @@ class Explanation:
     hops: list[dict] = field(default_factory=list)
     routes: list[dict] = field(default_factory=list)
     finish: dict | None = None
+    trees: list[list[int]] = field(default_factory=list)  # parent arrays a generator declares (meta["trees"])
 
 
 def example_values(schedule: Schedule, example: str, seed: int = 0) -> tuple[np.ndarray, str]:
@@ -83,6 +84,10 @@ def explain(schedule: Schedule, example: str = "seed", op: str = "avg") -> Expla
             }
         )
     result.routes = _routes(schedule, result)
+    if schedule.meta and schedule.meta.get("trees"):
+        from .diagram import trees_of
+
+        result.trees = trees_of(schedule)
     if op == "avg" and schedule.collective == "allreduce":
         result.finish = {"op": "avg", "divide_by": schedule.ranks, "result": finish("avg", number_run.state, schedule.ranks, np.float64)}
     return result
@@ -171,6 +176,9 @@ def render(explanation: Explanation, markdown: bool = False) -> str:
     s = explanation.schedule
     h = (lambda text, level=2: f"{'#' * level} {text}") if markdown else (lambda text, level=2: text if level == 1 else f"\n{text}")
     out = [h(explanation.title, 1)]
+    for k, parent in enumerate(explanation.trees):
+        out.append(h(f"Tree {k + 1} of {len(explanation.trees)}"))
+        out += [("    " if markdown else "  ") + line for line in tree_lines(parent)]
     out.append(h("Start"))
     out += _table(s, explanation.start, explanation.start_sets, markdown)
     if s.collective in ("allreduce", "reduce_scatter", "reduce"):
@@ -196,6 +204,33 @@ def render(explanation: Explanation, markdown: bool = False) -> str:
         rows = [[str(r)] + [number(v) for v in result[r]] for r in range(s.ranks)]
         out += _grid(["rank"] + [s.layout.cell_name(c) for c in range(s.layout.cells)], rows, markdown)
     return "\n".join(out) + "\n"
+
+
+def tree_lines(parent: list[int]) -> list[str]:
+    """A parent array drawn as an outline, root first, children by rank.
+
+    >>> print("\\n".join(tree_lines([-1, 2, 0, 2])))
+    0
+    └── 2
+        ├── 1
+        └── 3
+    """
+    from .diagram import check_parents
+
+    root = check_parents(parent)
+    children: dict[int, list[int]] = {r: [] for r in range(len(parent))}
+    for r, p in enumerate(parent):
+        if p != -1:
+            children[p].append(r)
+    lines = [str(root)]
+    stack = [(c, "", i == len(children[root]) - 1) for i, c in reversed(list(enumerate(children[root])))]
+    while stack:
+        r, prefix, last = stack.pop()
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{r}")
+        below = prefix + ("    " if last else "│   ")
+        kids = children[r]
+        stack += [(c, below, i == len(kids) - 1) for i, c in reversed(list(enumerate(kids)))]
+    return lines
 
 
 def to_json(explanation: Explanation) -> dict:
@@ -224,6 +259,7 @@ def to_json(explanation: Explanation) -> dict:
             for hop in explanation.hops
         ],
         "routes": explanation.routes,
+        **({"trees": [{"parent": p} for p in explanation.trees]} if explanation.trees else {}),
         "finish": None
         if explanation.finish is None
         else {"op": "avg", "divide_by": explanation.finish["divide_by"], "result": explanation.finish["result"].tolist()},

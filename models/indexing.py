@@ -236,6 +236,12 @@ def shift_right(value, bits):
     return np.right_shift(value, bits)
 
 
+def lowest_set_bit(v):
+    """``v & -v``: the lowest set bit of v >= 1, as a power of two (on Z3,
+    bit-vectors only)."""
+    return v & -v
+
+
 def bit_xor(a, b):
     """``a ^ b`` (ranks across a hypercube dimension)."""
     return a ^ b

@@ -67,6 +67,10 @@ class Transfer:
     op: Any
 
 
+#: the most (step, rank, slot) points :meth:`Program.schedule` enumerates (minutes of numpy)
+MAX_POINTS = 1 << 31
+
+
 class RefinementError(ScheduleError):
     """A generated schedule is not the enumeration of its transfer function."""
 
@@ -128,7 +132,13 @@ class Program:
         return steps
 
     def schedule(self, n: int) -> Schedule:
-        """The generator: the enumeration, refined against the Z3 terms."""
+        """The generator: the enumeration, refined against the Z3 terms.
+        More than :data:`MAX_POINTS` (step, rank, slot) points is refused
+        (ScheduleError naming the rank count)."""
+        points = int(self.steps(n)) * n * int(self.width(n))
+        if points > MAX_POINTS:
+            raise ScheduleError(f"{self.algorithm}: --ranks {n} is beyond what is enumerated here ({points} (step, rank, slot) points, "
+                                f"at most {MAX_POINTS}); use fewer ranks or smaller options")
         steps = self.enumerate(n)
         capacity = self.capacity(n, steps) if self.capacity else 1
         root = {} if self.root is None else {"root": self.root}

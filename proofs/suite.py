@@ -19,6 +19,8 @@ builtin.<algorithm>          N<=K          every built-in schedule computes its 
                                            rank-order sum (:mod:`collspec.proofs.floating`)
 <dtype>.two-ranks-agree      N=2           ... while for two ranks it always is
 <dtype>.identical-bits       N<=K          every rank ends with the same bits
+nccl-tree.double-binary-    all N<=65536  NCCL's two trees are spanning binary trees; who
+tree                                       forwards in both (:mod:`collspec.proofs.nccl_trees`)
 lower-bound.ring             N<=K          no ring all-reduce in fewer than 2(N-1) steps, one
                                            in 2(N-1) (:mod:`collspec.proofs.lower_bound`)
 ===========================  ============  ====================================================
@@ -46,7 +48,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import ring as ring_gen
 from ..models.program import BITVEC
-from . import floating, induction, invariants, lower_bound, ring, schedules
+from . import floating, induction, invariants, lower_bound, nccl_trees, ring, schedules
 from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
 
 ALL_N = "all N>=2"
@@ -154,6 +156,7 @@ def suite(full: bool = False) -> list[Proof]:
                 ),
             ),
         ]
+    proofs.append(Proof("nccl-tree.double-binary-tree", ALL_BITVEC_N, _first_line(nccl_trees.__doc__), nccl_trees.prove))
     proofs.append(
         Proof(
             "lower-bound.ring",

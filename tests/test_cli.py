@@ -67,7 +67,7 @@ def test_check_bad_input_is_exit_2_with_one_line(tmp_path):
         (("check",), "give a schedule FILE, or --algorithm A --collective C --ranks N"),
         (("check", "--algorithm", "ring", "--collective", "alltoall", "--ranks", "4"), "ring has no alltoall schedule"),
         (("cost", "--algorithm", "ring", "--ranks", "4", "--bytes", "lots"), "size 'lots' is not a byte count"),
-        (("explain", "ring", "--ranks", "5"), "use --example random"),
+        (("explain", "ring", "--ranks", "5", "--example", "seed"), "use --example random"),
     ]:
         result = run(*args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
@@ -104,11 +104,21 @@ def test_check_passes_generator_options_and_refuses_bad_ones(tmp_path):
         assert result.returncode == 0, result.stderr
         steps[size] = json.loads((tmp_path / f"{size}.json").read_text())["stats"]["steps"]
     assert steps == {4: 2 * 3 + 2 * 3, 2: 2 * 1 + 2 * 7}  # 2(L - 1) + 2(G - 1) hops
+    nccl = run("check", "-a", "nccl-ring", "-n", "2:5", "--option", "channels=3", "--option", "chunk=2", "--option", "rings=0,1,2,3,4/4,3,2,1,0", "--json", str(tmp_path / "n.json"))
+    assert nccl.returncode == 2 and "ring 0 [0, 1, 2, 3, 4] is not a permutation of the ranks 0..1" in nccl.stderr
+    nccl = run("check", "-a", "nccl-ring", "-c", "reduce", "-n", "5", "--option", "channels=3", "--option", "root=2", "--option", "rings=0,1,2,3,4/4,3,2,1,0", "--json", str(tmp_path / "n.json"))
+    assert nccl.returncode == 0, nccl.stderr
+    assert json.loads((tmp_path / "n.json").read_text())["stats"]["steps"] == 2 + 5 - 2  # 12 elements: 4 per channel, 2 chunks of 2, then the chain
     for args, words in [
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=5"), "hierarchical-ring allreduce: group size 5 does not divide 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=0"), "--option 'group_size=0': group_size must be at least 1 for 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=x"), "--option 'group_size=x': group_size must be an integer"),
-        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks, channels, chunk, align, count, aggregation, rings"),
+        (("-a", "nccl-ring", "-n", "4", "--option", "channels=0"), "--option 'channels=0': channels must be at least 1 for 4 ranks"),
+        (("-a", "nccl-ring", "-n", "4", "--option", "channels=65"), "nccl-ring: option channels must be an integer from 1 to 64, got 65"),
+        (("-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"), "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
+        (("-a", "nccl-ring", "-n", "4", "--option", "rings=0,1;2"), "--option rings='0,1;2': write ring orders as ranks separated by commas, rings separated by '/'"),
+        (("-a", "nccl-ring", "-n", "4", "--option", "root=1"), "--option root: nccl-ring allreduce takes only channels, chunk, align, count, rings"),
         (("-a", "ring", "-n", "16", "--option", "group_size=4"), "--option group_size: ring allreduce takes no options"),
         (("-a", "ring", "-c", "broadcast", "-n", "8", "--option", "root=8"), "--option 'root=8': root must be 0..7 for 8 ranks"),
         ((str(ZOO / "ring4-wrong-column.json"), "--option", "root=1"), "--option is for --algorithm, not a FILE"),

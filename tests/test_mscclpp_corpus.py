@@ -61,7 +61,56 @@ def test_verify_has_a_part_for_the_plans():
 
 
 CASES = [("ring", "allreduce", 5), ("ring", "allgather", 4), ("ring", "reduce_scatter", 4), ("direct", "alltoall", 4),
-         ("recursive-doubling", "allreduce", 8), ("binary-tree", "allreduce", 6), ("hub", "allreduce", 5), ("halving-doubling", "allreduce", 8)]
+         ("recursive-doubling", "allreduce", 8), ("binary-tree", "allreduce", 6), ("hub", "allreduce", 5), ("halving-doubling", "allreduce", 8),
+         # more than 16 peers or 64 ops: a rank's sequence continues in further thread blocks
+         ("direct", "alltoall", 24), ("direct", "allgather", 20), ("hub", "allreduce", 40), ("halving-doubling", "reduce_scatter", 16),
+         ("recursive-doubling", "allgather", 16), ("ring", "allreduce", 3)]
+
+
+def executor_limit_breaches(plan: dict) -> list[str]:
+    """What in ``plan`` the executor cannot hold, read off the JSON
+    (execution_common.hpp): 64 ops per thread block with a pipeline's inner
+    ops counted, 16 channels and 16 remote buffers of a type per thread
+    block, 8 channels, 10 buffers and 16 semaphores per op, barrier ids
+    below 16; and the references must fit the lists they index."""
+    out = []
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            where = f"GPU {gpu['id']} tb {tb['id']}"
+            if sum(1 + len(o.get("ops", [])) for o in tb["ops"]) > 64:
+                out.append(f"{where}: more than 64 ops")
+            listed: dict[str, list] = {}
+            for c in tb["channels"]:
+                listed.setdefault(c["channel_type"], []).extend(c["channel_ids"])
+            refs: dict[str, list] = {}
+            for ref in tb["remote_buffer_refs"]:
+                refs.setdefault(ref["access_channel_type"], []).extend(ref["remote_buffer_ids"])
+            for kind, ids in listed.items():
+                if len(ids) > 16 or not all(0 <= i < len(gpu["channels"][0]["connected_to"]) for i in ids):
+                    out.append(f"{where}: {kind} channels {ids}")
+            for kind, ids in refs.items():
+                if len(ids) > 16 or not all(0 <= i < len(gpu["remote_buffers"]) for i in ids):
+                    out.append(f"{where}: {kind} remote buffers {ids}")
+            for k, op in enumerate(tb["ops"]):
+                if len(op.get("channel_ids", [])) > 8 or len(op.get("src_buff", [])) > 10 or len(op.get("dst_buff", [])) > 10:
+                    out.append(f"{where} op {k}: too many channels or buffers")
+                if len(op.get("semaphore_ids", [])) > 16 or not all(0 <= i < len(gpu["semaphores"]) for i in op.get("semaphore_ids", [])):
+                    out.append(f"{where} op {k}: semaphores {op.get('semaphore_ids')}")
+                if op.get("barrier_id", 0) >= 16:
+                    out.append(f"{where} op {k}: barrier id")
+                for b in op.get("dst_buff", []) + op.get("src_buff", []):
+                    if "buffer_id" in b and not 0 <= b["buffer_id"] < len(refs.get(op.get("channel_type"), [])):
+                        out.append(f"{where} op {k}: buffer_id {b['buffer_id']}")
+    return out
+
+
+def test_the_limit_reader_sees_a_breach():
+    plan = json.loads(to_plan(generate("ring", "allreduce", 3)))
+    assert executor_limit_breaches(plan) == []
+    tb = plan["gpus"][0]["threadblocks"][0]
+    tb["ops"] = tb["ops"] * 10
+    tb["channels"] = [{"channel_type": "memory", "channel_ids": [0] * 17}]
+    assert executor_limit_breaches(plan) == ["GPU 0 tb 0: more than 64 ops", "GPU 0 tb 0: memory channels " + str([0] * 17)]
 
 
 @pytest.mark.parametrize("algorithm, collective, n", CASES)
@@ -69,10 +118,7 @@ def test_exported_plan_verifies_and_keeps_the_executor_limits(algorithm, collect
     text = to_plan(generate(algorithm, collective, n))
     plan = json.loads(text)
     assert plan["collective"] == collective.replace("_", "")
-    for gpu in plan["gpus"]:
-        for tb in gpu["threadblocks"]:
-            assert len(tb["ops"]) <= 64
-            assert sum(len(c["channel_ids"]) for c in tb["channels"]) <= 16
+    assert executor_limit_breaches(plan) == []
     verdict = verify(loads(text, "exported.json"))
     assert verdict.ok, [str(v) for v in verdict.violations[:3]]
 

@@ -51,9 +51,13 @@ CASES = [
     ("port channel missing", mutated(f"{OP}[1]", {"name": "flush", "channel_ids": [0], "channel_type": "port"}), f"{OP}[1].channel_ids[0]: 0: there is no port channel in this thread block"),
     ("get over a port channel refused", mutated(f"{OP}[7].channel_type", "port"), f"{OP}[7].channel_type: operation 'get' over a port channel: the executor implements it for memory channels only; refused"),
     ("pws over a memory channel refused", mutated("gpus[1].threadblocks[0].ops[10].name", "pws"), "gpus[1].threadblocks[0].ops[10].channel_type: pws needs channel_type 'port', got \"memory\""),
-    ("sendrecv refused", mutated("collective", "sendrecv"), "collective: 'sendrecv' has no postcondition in collspec"),
+    ("in-place sendrecv refused", mutated("collective", "sendrecv"), "collective: 'sendrecv' has no postcondition in collspec, and in place its input and output alias in a way only the collective defines"),
     ("too many ops", mutated(OP, BASE["gpus"][0]["threadblocks"][0]["ops"] * 5), f"{OP}[64]: the thread block has more than 64 operations"),
     ("too many channels in an op", mutated(f"{OP}[2].channel_ids", [0] * 9), f"{OP}[2].channel_ids: 9 entries, more than the 8 allowed"),
+    # the DSL's multi_node/reducescatter_pkt.py with 8 GPUs per node writes a ppkt of 14 sources and 14
+    # destinations; the executor's Operation holds 10 (MAX_LOCAL_BUFFER_PER_OPERATION + MAX_CHANNEL_PER_OPERATION)
+    # and setupOperation copies nInputs entries without a check
+    ("too many buffers in an op", mutated(f"{OP}[0].src_buff", BASE["gpus"][0]["threadblocks"][0]["ops"][0]["src_buff"] * 11), f"{OP}[0].src_buff: 11 entries, more than the 10 allowed"),
     ("semaphore id", mutated(f"{OP}[1]", {"name": "sem_acquire", "semaphore_ids": [0]}), f"{OP}[1].semaphore_ids[0]: 0: there is no semaphore on GPU 0"),
     ("barrier id", mutated(f"{OP}[1]", {"name": "barrier", "barrier_id": 16, "num_threadblocks": 1}), f"{OP}[1].barrier_id: 16 is out of range 0..15"),
     ("sizes differ", mutated(f"{OP}[6].src_buff[1].size", 2), f"{OP}[6]: rres moves ranges of different sizes ([1, 2] cells)"),
@@ -140,3 +144,16 @@ def test_every_field_replaced_by_junk_is_a_verdict_or_a_clean_refusal(name):
                 assert str(error).startswith("junk.json: ")
                 outcomes["refused"] += 1
     assert outcomes["refused"] > 100 and outcomes["verdict"] > 0
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("name", "glre", "name: unknown operation 'glre' (execution_plan.cc getOpType knows nop, barrier,"),
+    ("channel_type", "port", "channel_type: operation 'rres' over a port channel: the executor implements it for memory channels only; refused"),
+])
+def test_cli_refuses_an_op_it_cannot_model_with_exit_2_naming_it(tmp_path, capsys, field, value, message):
+    path = tmp_path / "op.json"
+    path.write_text(mutated(f"{OP}[6].{field}", value))
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith(f"collspec check: error: {path}: {OP}[6].{message}")

@@ -160,3 +160,24 @@ def test_a_port_put_without_signal_leaves_the_peer_waiting():
     assert found == ["GPU 4 tb 0 op 12 (wait) is wait number 2 on its port channel 0 (to GPU 0), but channel 0 of GPU 0 is signalled only 1 time(s); the wait never returns"]
     ops[12:12] = [{"name": "signal", "channel_ids": ops[11]["channel_ids"], "channel_type": "port"}]  # the FIFO delivers it after the copy
     assert messages(json.dumps(plan))[0].ok
+
+
+def test_each_channel_to_itself_is_its_own_pair():
+    """A GPU's port channels to itself: Communicator::connect makes each a
+    connection of its own (its self case) and the semaphores are exchanged
+    tag by tag, so channel k is paired with channel k. A signal on one and a
+    wait on the other never meet (what the DSL's multi_node/allgather_tbg.py
+    writes when its GPUs form one node)."""
+
+    def plan(signal, wait):
+        ops = [{"name": "signal", "channel_ids": [signal], "channel_type": "port"}, {"name": "wait", "channel_ids": [wait], "channel_type": "port"}, NOP, TO_SCRATCH]
+        text = json.loads(one_gpu(ops))
+        text["gpus"][0]["channels"] = [{"channel_type": "port", "connected_to": [0, 0]}]
+        text["gpus"][0]["threadblocks"][0]["channels"] = [{"channel_type": "port", "channel_ids": [0, 1]}]
+        return json.dumps(text)
+
+    assert messages(plan(1, 1))[1] == []
+    assert messages(plan(0, 1))[1] == [
+        "GPU 0 tb 0 op 0 (signal) is signal number 1 on its port channel 0 to GPU 0, but GPU 0 waits on the paired channel only 0 time(s); the leftover signal lets a wait of the next launch return early",
+        "GPU 0 tb 0 op 1 (wait) is wait number 1 on its port channel 1 (to GPU 0), but channel 1 of GPU 0 is signalled only 0 time(s); the wait never returns",
+    ]

@@ -31,6 +31,11 @@ def configure(parser):
         help=f"an option of the built-in algorithm, repeatable: {', '.join(f'{k} ({v[1]})' for k, v in OPTIONS.items())}",
     )
     parser.add_argument("--link-capacity", type=int, metavar="K", help="chunks one directed link carries per step (default: the schedule's, 1 for JSON files)")
+    parser.add_argument("--slots", type=int, metavar="S",
+                        help="bounded buffer slots per connection (NCCL_STEPS is 8): report the deadlock when a message does not fit; "
+                             "built-in algorithms, JSON schedules and MSCCL XML")
+    parser.add_argument("--slot-size", type=int, default=1, metavar="K",
+                        help="cells (MSCCL: chunks) one slot holds, with --slots (default 1)")
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
     parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
@@ -42,7 +47,22 @@ OPTIONS = {
     "group_size": (lambda n: 1, "hierarchical-ring: ranks per group, a divisor of N"),
     "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
     "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
+    "channels": (lambda n: 1, "nccl-*: channels the vector is split over (1..64)"),
+    "chunk": (lambda n: 1, "nccl-*: elements per chunk"),
+    "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to"),
+    "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
+    "aggregation": (lambda n: 1, "nccl-pat: partial sums aggregated per message, a power of two up to N/2"),
+    "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
+
+
+def parse_rings(text: str) -> list[list[int]]:
+    """``'0,1,2,3/3,2,1,0'`` -> ``[[0, 1, 2, 3], [3, 2, 1, 0]]`` (whether each
+    is a permutation of the ranks is the generator's check)."""
+    try:
+        return [[int(v) for v in ring.split(",")] for ring in text.split("/")]
+    except ValueError:
+        raise CollspecError(f"--option rings={text!r}: write ring orders as ranks separated by commas, rings separated by '/'") from None
 
 
 def parse_options(texts: list[str], algorithm: str | None, collective: str, ranks: list[int]) -> dict[str, int]:
@@ -53,12 +73,15 @@ def parse_options(texts: list[str], algorithm: str | None, collective: str, rank
     from ..models.generators import ALGORITHMS
     from ..spec.collectives import collective_name
 
-    options: dict[str, int] = {}
+    options: dict = {}
     for text in texts:
         name, sep, value = text.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or name not in OPTIONS:
             raise CollspecError(f"--option {text!r}: write NAME=VALUE with NAME one of {', '.join(OPTIONS)}")
+        if name == "rings":
+            options[name] = parse_rings(value)
+            continue
         try:
             number = int(value)
         except ValueError:
@@ -153,14 +176,17 @@ def run(args) -> int:
 
     if args.file and args.option:
         raise CollspecError("--option is for --algorithm, not a FILE")
+    slots = _slots(args)
     if args.file and os.path.splitext(args.file)[1].lower() == ".xml" and not args.algorithm:
         return _check_msccl(args)
     if args.file and not args.algorithm and is_mscclpp_plan(args.file):
+        if slots is not None:
+            raise CollspecError("--slots: MSCCL++ plans are not modelled with bounded slots; use a built-in algorithm, a JSON schedule or MSCCL XML")
         return _check_mscclpp(args)
     schedules = subjects(args)
     violations, per_schedule = [], []
     for schedule in schedules:
-        result = check(schedule, link_capacity=args.link_capacity, exact=args.exact)
+        result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=args.slot_size)
         if args.prove:
             _prove(schedule, result)
         if len(schedules) > 1:
@@ -181,10 +207,21 @@ def _check_msccl(args) -> int:
     from ..models.msccl import load, verify
     from ..report import Report
 
-    verdict = verify(load(args.file), exact=args.exact)
+    verdict = verify(load(args.file), exact=args.exact, slots=_slots(args), slot_size=args.slot_size)
     if args.prove:
         _prove(load_schedule(args.file), verdict)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
+
+
+def _slots(args) -> int | None:
+    """``--slots`` and ``--slot-size`` checked (bad input: CollspecError naming the option)."""
+    slots = getattr(args, "slots", None)
+    size = getattr(args, "slot_size", 1)
+    if slots is not None and slots < 1:
+        raise CollspecError(f"--slots {slots}: a connection holds at least 1 slot (NCCL_STEPS is 8)")
+    if size < 1:
+        raise CollspecError(f"--slot-size {size}: a slot holds at least 1 cell")
+    return slots
 
 
 def _check_mscclpp(args) -> int:

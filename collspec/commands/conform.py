@@ -14,6 +14,9 @@ def configure(parser):
                         help="reference, ring, shm, gloo, openmpi (alias mpi), mpich, intelmpi, nccl, PATH.py:NAME or module:NAME")
     parser.add_argument("--algorithm", metavar="NAME[,NAME...]|all",
                         help="MPI backends: force the library's own algorithms (its names; see --list-algorithms)")
+    parser.add_argument("--expect", metavar="bits:ALGO",
+                        help="also compare every rank's result bit for bit with the model of ALGO (bits:nccl-ring: NCCL's ring "
+                             "addition order; for nccl with NCCL_ALGO=Ring NCCL_PROTO=Simple and one channel, or impl's nccl-ring)")
     parser.add_argument("--list-algorithms", action="store_true",
                         help="MPI backends: print the library's algorithms per collective and exit")
     parser.add_argument("--world-size", type=int, default=4, metavar="N")
@@ -50,7 +53,7 @@ def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outco
     return conform(
         args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
         shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
-        parse_counts(args.sizes), args.strict, args.device, algorithms=_split(args.algorithm),
+        parse_counts(args.sizes), args.strict, args.device, algorithms=_split(args.algorithm), expect=getattr(args, "expect", None),
         on_start=on_start, on_outcome=on_outcome,
     )
 

@@ -14,14 +14,17 @@ def configure(parser):
     parser.add_argument("algorithm", metavar="A", help="a built-in algorithm, e.g. ring-seed")
     parser.add_argument("--ranks", "-n", type=int, default=4, metavar="N")
     parser.add_argument("--collective", "-c", default="allreduce", metavar="C")
-    parser.add_argument("--example", choices=["seed", "random"], default="seed",
-                        help="seed: the worked example's four gradients (4 ranks); random: random small integers")
+    parser.add_argument("--example", choices=["seed", "random"], default=None,
+                        help="seed: the worked example's four gradients (4 ranks of 4 chunks); random: random small integers "
+                             "(default: seed where the schedule has the worked example's shape, random otherwise)")
     parser.add_argument("--op", choices=["avg", "sum"], default="avg", help="avg divides by N at the end, as gradient averaging does")
     parser.add_argument("--format", choices=["text", "markdown", "json", "svg"], default=None,
                         help="text (the default), markdown, json; svg: the schedule as a diagram (ranks as rows, hops as columns)")
     parser.add_argument("--diagram", choices=["schedule", "tree"], default="schedule",
                         help="with --format svg: the schedule, or the tree(s) it runs along")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page that steps through the hops")
+    parser.add_argument("--json", metavar="PATH", help="also write the explanation as JSON (--format json's content) to PATH ('-' for stdout); "
+                                                      "it carries \"trees\": [{\"parent\": [...]}] for algorithms that run along declared trees")
 
 
 def run(args) -> int:
@@ -38,7 +41,13 @@ def run(args) -> int:
     if args.format == "svg":
         print(_svg(schedule, args.diagram), end="")
         return 0
-    explanation = explain(schedule, args.example, args.op)
+    explanation = explain(schedule, args.example or default_example(schedule), args.op)
+    if args.json:
+        from ..report import write_json
+
+        write_json(to_json(explanation), args.json)
+        if args.json == "-":
+            return 0
     if args.html:
         from ..models.page import explain_page
 
@@ -49,6 +58,12 @@ def run(args) -> int:
     else:
         print(render(explanation, markdown=args.format == "markdown"), end="")
     return 0
+
+
+def default_example(schedule) -> str:
+    """``seed`` where the schedule has the worked example's shape, else ``random``."""
+    fits = schedule.ranks == 4 and all(len(cells) == 4 for cells in schedule.layout.inputs)
+    return "seed" if fits else "random"
 
 
 def _svg(schedule, diagram: str) -> str:

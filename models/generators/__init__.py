@@ -14,7 +14,7 @@ from ...spec.collectives import collective_name
 from ..layout import ScheduleError
 from ..program import Program
 from ..schedule import Schedule
-from . import direct, hierarchical, recursive, ring, tree
+from . import direct, hierarchical, nccl_pat, nccl_ring, nccl_tree, recursive, ring, tree
 
 #: algorithm -> collective -> generator(ranks, **options)
 ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
@@ -42,6 +42,9 @@ ALGORITHMS: dict[str, dict[str, Callable[..., Schedule]]] = {
     "halving-doubling": {"allreduce": recursive.hd_allreduce, "reduce_scatter": recursive.hd_reduce_scatter},
     "binary-tree": {"allreduce": tree.allreduce, "reduce": tree.reduce, "broadcast": tree.broadcast},
     "hierarchical-ring": {"allreduce": hierarchical.allreduce},
+    "nccl-ring": {c: nccl_ring.generator(c) for c in nccl_ring.BUILDERS},
+    "nccl-tree": {"allreduce": nccl_tree.generate_tree},
+    "nccl-pat": {c: nccl_pat.generator(c) for c in ("reduce_scatter", "allgather")},
 }
 
 #: algorithm -> collective -> the Program factory (options as keywords, no N):
@@ -71,6 +74,9 @@ PROGRAMS: dict[str, dict[str, Callable[..., Program]]] = {
     "halving-doubling": {"allreduce": recursive.hd_allreduce_program, "reduce_scatter": recursive.hd_reduce_scatter_program},
     "binary-tree": {"allreduce": tree.allreduce_program, "reduce": tree.reduce_program, "broadcast": tree.broadcast_program},
     "hierarchical-ring": {"allreduce": hierarchical.program},
+    "nccl-ring": {c: nccl_ring.program_factory(c) for c in nccl_ring.BUILDERS},
+    "nccl-tree": {"allreduce": nccl_tree.program_factory},
+    "nccl-pat": {c: nccl_pat.program_factory(c) for c in ("reduce_scatter", "allgather")},
 }
 
 MAX_RANKS = 1 << 16

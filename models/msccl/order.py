@@ -10,10 +10,13 @@ The model (docs/msccl.md gives the evidence):
 - sends and receives pair up in order on each connection (sender,
   receiver, channel): the k-th send-type step of the sending thread block
   with the k-th receive-type step of the receiving one; a receive waits for
-  its send. A send does not wait for its receive: the connection buffers
-  what was sent. (The executors' FIFO holds NCCL_STEPS slots, so a program
-  that needs more pieces in flight than that can still stall on large
-  messages; docs/msccl.md says why this is not modelled.)
+  its send. By default a send does not wait for its receive: the
+  connection buffers what was sent. With ``slots`` (the executors' FIFO of
+  NCCL_STEPS slots) a connection holds that many slots of ``slot_size``
+  chunks: a send of ``cnt`` chunks takes ``ceil(cnt / slot_size)`` slots
+  and waits for the receives that free room for it (*slots*); a send larger
+  than the slots waits for its receiver to reach the receive, that is for
+  whatever that receive waits for besides the send (*room*).
 
 A receive without a send, and a wait whose flag is never stored, never
 end: those steps are *blocked*. A deadlock is a cycle of waits. Steps that
@@ -31,9 +34,10 @@ from ...spec.violations import Violation
 from .executor import Waits, resolve_waits
 from .program import RECEIVES, SENDS, Program
 
-TB_ORDER, DEPENDENCY, MESSAGE = range(3)
+TB_ORDER, DEPENDENCY, MESSAGE, ROOM, SLOTS = range(5)
 #: "B <verb> A" for an edge A -> B (B waits for A) of each kind
-WAIT_VERBS = ("runs after", "waits for", "receives from")
+WAIT_VERBS = ("runs after", "waits for", "receives from", "sends more than the slots hold, so waits for its receiver to pass",
+              "waits for the slots freed by")
 
 
 @dataclass
@@ -66,8 +70,9 @@ class Order:
         return int(self.level.max()) + 1 if self.level.size else 0
 
 
-def analyse(p: Program) -> Order:
-    """Build happens-before, pair the messages, find blocked steps and deadlocks."""
+def analyse(p: Program, slots: int | None = None, slot_size: int = 1) -> Order:
+    """Build happens-before, pair the messages, find blocked steps and
+    deadlocks; ``slots``: bounded connections (see the module text)."""
     waits = resolve_waits(p)
     send_match, recv_match, found = match_messages(p)
     tb_src = np.flatnonzero(p.pos[1:] > 0) if p.steps > 1 else np.zeros(0, np.int64)  # i -> i + 1 inside a tb
@@ -75,6 +80,9 @@ def analyse(p: Program) -> Order:
     edge_src = np.concatenate([tb_src, waits.src, msg]).astype(np.int64)
     edge_dst = np.concatenate([tb_src + 1, waits.dst, send_match[msg]]).astype(np.int64)
     edge_kind = np.concatenate([np.full(len(tb_src), TB_ORDER), np.full(len(waits.src), DEPENDENCY), np.full(len(msg), MESSAGE)]).astype(np.int8)
+    if slots is not None:
+        extra = slot_edges(p, send_match, edge_src[: len(tb_src) + len(waits.src)], edge_dst[: len(tb_src) + len(waits.src)], slots, slot_size)
+        edge_src, edge_dst, edge_kind = (np.concatenate([a, b]).astype(a.dtype) for a, b in zip((edge_src, edge_dst, edge_kind), extra))
     blocked = np.zeros(p.steps, dtype=bool)
     blocked[[w for w, _ in waits.forever]] = True
     blocked[RECEIVES[p.type] & (recv_match < 0)] = True
@@ -84,6 +92,39 @@ def analyse(p: Program) -> Order:
     order = Order(p, waits, send_match, recv_match, edge_src, edge_dst, edge_kind, level, found)
     order.violations += deadlocks(order, blocked)
     return order
+
+
+def slot_edges(p: Program, send_match, before_src, before_dst, slots: int, slot_size: int):
+    """The waits bounded connections add, as (src, dst, kind) arrays: on each
+    connection, in order, send k of ``m_k`` slots waits for receive j, the
+    latest earlier one such that messages j..k do not fit together
+    (``SLOTS``), or, when ``m_k`` alone is more than ``slots``, for every
+    step its receive waits for besides the send (``ROOM``)."""
+    sends = np.flatnonzero(send_match >= 0)
+    conn = (p.gpu[sends].astype(np.int64) * p.ngpus + p.tb_send[p.tb[sends]]) * max(p.nchannels, 1) + p.tb_chan[p.tb[sends]]
+    sends = sends[np.lexsort((sends, conn))]  # per connection, in thread-block (so send) order
+    conn = (p.gpu[sends].astype(np.int64) * p.ngpus + p.tb_send[p.tb[sends]]) * max(p.nchannels, 1) + p.tb_chan[p.tb[sends]]
+    need = -(-p.cnt[sends].astype(np.int64) // slot_size)
+    waits_of: dict[int, list[int]] = {}
+    for a, b in zip(before_src.tolist(), before_dst.tolist()):
+        waits_of.setdefault(b, []).append(a)
+    src, dst, kind = [], [], []
+    starts = np.flatnonzero(np.r_[True, conn[1:] != conn[:-1]]).tolist() + [len(sends)]
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        sizes = need[lo:hi].tolist()
+        for k in range(hi - lo):
+            send, receive = int(sends[lo + k]), int(send_match[sends[lo + k]])
+            if sizes[k] > slots:
+                for step in waits_of.get(receive, []):
+                    src.append(step), dst.append(send), kind.append(ROOM)
+                continue
+            total, j = sizes[k], k
+            while j > 0 and total <= slots:
+                j -= 1
+                total += sizes[j]
+            if total > slots:
+                src.append(int(send_match[sends[lo + j]])), dst.append(send), kind.append(SLOTS)
+    return np.array(src, np.int64), np.array(dst, np.int64), np.array(kind, np.int8)
 
 
 def match_messages(p: Program) -> tuple[np.ndarray, np.ndarray, list[Violation]]:

@@ -55,10 +55,12 @@ def modes(p: Program) -> list[str]:
     return [m for m, on in ((IN_PLACE, p.inplace), (OUT_OF_PLACE, p.outofplace)) if on]
 
 
-def verify(p: Program, *, exact: bool | None = None) -> Verdict:
-    """Check ``p`` (see the module text). ``exact`` as in :func:`collspec.models.checker.check`."""
+def verify(p: Program, *, exact: bool | None = None, slots: int | None = None, slot_size: int = 1) -> Verdict:
+    """Check ``p`` (see the module text). ``exact`` as in
+    :func:`collspec.models.checker.check`; ``slots``: every connection holds
+    that many slots of ``slot_size`` chunks (:mod:`.order`), None: unbounded."""
     started = time.perf_counter()
-    order = analyse(p)
+    order = analyse(p, slots, slot_size)
     found = list(order.violations)
     found += races(order, [cell_map(p, mode, 0) for mode in modes(p)])
     stats: dict = {
@@ -70,6 +72,8 @@ def verify(p: Program, *, exact: bool | None = None) -> Verdict:
         "modes": modes(p),
         "levels": order.levels,
     }
+    if slots is not None:
+        stats["slots"] = {"slots": slots, "slot_size": slot_size}
     if order.complete:
         results = {}
         merged: dict[tuple[str, str, str], tuple[Violation, list[str]]] = {}

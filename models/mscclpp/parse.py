@@ -20,7 +20,11 @@ exit status 2), for example
 - an operation name the executor does not know, and a channel type an op
   does not support in the executor (``get`` or a reduction over a port
   channel): refused, never skipped;
-- a collective without a postcondition in collspec (``sendrecv``, ...).
+- an in-place plan of a collective without a postcondition in collspec
+  (``sendrecv``, the DSL's ``test``, ...): how its input and output alias
+  is the collective's. Out of place such a plan is read, with a lint
+  warning ``no-postcondition``, and :func:`~.verify.verify` checks its
+  synchronisation only.
 
 Cells. The executor cuts each rank's buffers into chunks of one size,
 derived from the message size (``getOffset`` / ``getSizeAndChunks`` in
@@ -169,16 +173,23 @@ class _Reader:
             raise self.fail("(top level)", f"expected an object, got {_type_name(obj)}")
         name = self.get(obj, "name", "", str)
         coll = self.get(obj, "collective", "", str)
-        if coll not in COLLECTIVES:
-            raise self.fail(
-                "collective",
-                f"{coll!r} has no postcondition in collspec; plans for {', '.join(COLLECTIVES)} are checked "
-                "(a sendrecv or custom plan cannot be compared with a spec collective)",
-            )
         protocol = self.get(obj, "protocol", "", str)
         if protocol not in PROTOCOLS:
             raise self.fail("protocol", f"{protocol!r} is not one of {', '.join(PROTOCOLS)}")
         inplace = self.get(obj, "inplace", "", bool)
+        collective = COLLECTIVES.get(coll)
+        if collective is None:
+            if inplace:
+                raise self.fail(
+                    "collective",
+                    f"{coll!r} has no postcondition in collspec, and in place its input and output alias in a way only "
+                    f"the collective defines; in-place plans for {', '.join(COLLECTIVES)} are checked",
+                )
+            self.lint.append((
+                "no-postcondition", "collective",
+                f"{coll!r} has no postcondition in collspec (it checks the result of {', '.join(COLLECTIVES)}): "
+                "only the synchronisation is checked (race, deadlock, unmatched), not what the plan computes",
+            ))
         for key in ("reuse_resources", "use_double_scratch_buffer"):
             self.get(obj, key, "", bool, False)
         self.count(obj, "buffer_alignment", "", 1, 1 << 20, 16)
@@ -198,12 +209,15 @@ class _Reader:
             self.sizes.append(tuple(self.count(gpu, key, at, 0, MAX_CHUNKS) for key in ("input_chunks", "output_chunks", "scratch_chunks")))
             self._channels(gpu, at, g)
         parts = self._parts(gpus)
-        in_c, out_c = self._data_sizes(COLLECTIVES[coll], inplace)
+        if collective is None:  # out of place: each GPU's own declared sizes bound its ranges
+            in_c, out_c = max(s[0] for s in self.sizes), max(s[1] for s in self.sizes)
+        else:
+            in_c, out_c = self._data_sizes(collective, inplace)
         scratch = max(s for _, _, s in self.sizes)
         if n * (in_c + out_c + scratch) * parts > MAX_CELLS:
             raise self.fail("gpus", f"{n} GPUs x {in_c + out_c + scratch} chunks x {parts} parts is more cells than the {MAX_CELLS} this checker holds")
         self.parts = parts
-        self.inplace, self.collective = inplace, COLLECTIVES[coll]
+        self.inplace, self.collective = inplace, collective
         self.in_c, self.out_c = in_c, out_c
         ops: list[Op] = []
         tb_gpu, tb_ids = [], []
@@ -220,7 +234,7 @@ class _Reader:
                 if len(ops) > MAX_OPS:
                     raise self.fail(tat, f"more than {MAX_OPS} operations in the plan")
         return Plan(
-            path=self.path, name=name, collective=COLLECTIVES[coll], coll_written=coll, protocol=protocol, inplace=inplace,
+            path=self.path, name=name, collective=collective, coll_written=coll, protocol=protocol, inplace=inplace,
             ngpus=n, parts=parts, in_chunks=in_c, out_chunks=out_c, scratch_chunks=scratch, tb_gpu=tb_gpu, tb_ids=tb_ids,
             ops=ops, semaphores=self.sems, memory_channels=self.mem, port_channels=self.port, lint=self.lint,
         )

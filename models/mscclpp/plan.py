@@ -141,7 +141,7 @@ class Plan:
 
     path: str
     name: str
-    collective: str  # spec name (reduce_scatter, ...)
+    collective: str | None  # spec name (reduce_scatter, ...); None: no postcondition (synchronisation only)
     coll_written: str
     protocol: str
     inplace: bool

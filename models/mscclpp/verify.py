@@ -12,7 +12,9 @@ concurrent semantics?
    interpreter and the one checker of :mod:`collspec.models`, which report
    ``wrong-column``, ``missing-contribution``, ``duplicate-contribution``
    and ``postcondition`` against the spec's collective, each located to
-   the op that last wrote the cell. Skipped when some op never runs;
+   the op that last wrote the cell. Skipped when some op never runs, and
+   for a collective without a postcondition (``sendrecv``, the DSL's
+   ``test``: the parser warns ``no-postcondition``);
 4. lint warnings (format drift between the plan and the executor).
 """
 
@@ -55,12 +57,14 @@ def verify(plan: Plan, *, exact: bool | None = None) -> Verdict:
         "gpus": plan.ngpus,
         "threadblocks": plan.threadblocks,
         "ops": len(plan.ops),
-        "collective": plan.collective,
+        "collective": plan.collective or plan.coll_written,
         "mode": cell_map(plan).mode,
         "cells_per_chunk": plan.parts,
         "levels": order.levels,
     }
-    if order.complete:
+    if plan.collective is None:
+        stats["result"] = f"not checked: {plan.coll_written!r} has no postcondition in collspec"
+    elif order.complete:
         lowered = lower(order)
         result = check(lowered.schedule, exact=exact, synchronous=False)
         stats["transfers"] = result.stats["transfers"]

@@ -1,0 +1,328 @@
+"""``nccl-ring``: NCCL's ring collectives with channels, as transfer functions.
+
+A model of what NCCL's ring kernels do (``src/device/all_reduce.h``,
+``reduce_scatter.h``, ``all_gather.h``, ``broadcast.h``, ``reduce.h``; the
+channel split of ``ncclCollCbdPart`` in ``src/include/device.h``); see
+docs/nccl.md for the source version and what is simplified.
+
+Cells are elements (or, equally, grains of elements): a schedule has one
+cell per element of the vector (all-reduce, broadcast, reduce: ``count``
+cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
+
+- Channels. The vector (the per-rank block for reduce-scatter and
+  all-gather) is cut into contiguous channel parts: channel c gets elements
+  ``[c * per, (c + 1) * per)`` of it, ``per = alignUp(divUp(count, C),
+  align)``, the last non-empty channel the rest; channels left with nothing
+  send nothing. Channels run at once, each on its own ring (``rings``), and
+  their messages share a step: the schedule's link capacity is the most
+  cells one link carries in one step.
+- All-reduce loop. Each channel walks its part in loops of
+  ``N * chunkCount`` elements (``chunkCount = chunk``); the last, partial
+  loop rounds ``chunkCount`` to ``alignUp(divUp(rem, N), align)``, so its last
+  chunks may be short or empty (an empty chunk sends nothing). In a loop, at
+  ring step t (0 .. 2N - 3) the rank at ring index i sends chunk
+  ``(i - t - 1) mod N`` for t < N - 1 (receiver reduces) and chunk
+  ``(i - t + N - 1) mod N`` after (receiver copies): the primitives
+  ``send``, ``recvReduceSend`` x (N - 2), ``recvReduceCopySend`` (the owner's
+  chunk i), ``recvCopySend`` x (N - 2), ``recv``. Loops follow one another.
+- Reduce-scatter / all-gather loop over ``chunk`` elements of the channel's
+  part of every block; at step t the rank at ring index i sends the block of
+  the rank at ring index ``i - 1 - t`` (reduce-scatter) or ``i - t``
+  (all-gather), mod N.
+- Broadcast / reduce: the pipelined chain along each channel's ring from the
+  root (broadcast) or from the rank after it back to the root (reduce), one
+  ``chunk`` per step.
+
+Options (``generate("nccl-ring", COLLECTIVE, N, **options)``): ``channels``
+(1..64, default 2), ``chunk`` (elements per chunk, default 2), ``align``
+(elements, NCCL's ``16 / sizeof(T)``; default 1), ``count`` (elements; per
+rank for reduce-scatter and all-gather; defaults in :data:`DEFAULT_COUNT`),
+``rings`` (one permutation of the ranks per channel, or fewer, reused in
+turn; default the identity ring for every channel), ``root``.
+
+>>> s = generate_ring("allreduce", 4, channels=1, chunk=1, count=6)
+>>> s.chunks, len(s.steps), [s.steps[0].name, s.steps[6].name]
+(6, 12, ['loop 0 step 0: send -> recvReduceSend', 'loop 1 step 0: send -> recvReduceSend'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import indexing as ix
+from ..layout import ScheduleError
+from ..program import Program, Transfer
+from ..schedule import COPY, REDUCE, Schedule
+
+ALGORITHM = "nccl-ring"
+#: NCCL's MAXCHANNELS (src/include/device.h).
+MAX_CHANNELS = 64
+MAX_CELLS = 1 << 22
+DEFAULTS = {"channels": 2, "chunk": 2, "align": 1}
+#: Default ``count`` (elements; per rank for reduce-scatter and all-gather):
+#: small, and giving partial loops and empty chunks at many N.
+DEFAULT_COUNT = {"allreduce": 12, "broadcast": 12, "reduce": 12, "reduce_scatter": 5, "allgather": 5}
+
+
+def _is_z3(value) -> bool:
+    return type(value).__module__.startswith("z3")
+
+
+def _min(a, b):
+    return ix.where(a < b, a, b)
+
+
+def _divup(a, b):
+    return ix.floordiv(a + b - 1, b)
+
+
+def _align_up(a, b):
+    return _divup(a, b) * b
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Channels, parts and rings: concrete ints (the options), used on numpy or Z3 indices."""
+
+    collective: str
+    count: int
+    channels: int
+    chunk: int
+    align: int
+    rings: tuple[tuple[int, ...], ...] | None
+    root: int
+
+    @property
+    def per(self) -> int:
+        """Elements in every channel part but the last."""
+        share = -(-self.count // self.channels)
+        return -(-share // self.align) * self.align
+
+    def off(self, c):
+        return c * self.per
+
+    def part(self, c):
+        """Elements of channel c's part (0 for channels past the end)."""
+        rest = self.count - c * self.per
+        return ix.where(rest < self.per, ix.where(rest > 0, rest, 0), self.per)
+
+    def position(self, c, r, n):
+        """Rank r's index on channel c's ring."""
+        if self.rings is None:
+            return r
+        return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
+
+    def rank_at(self, c, i, n):
+        """The rank at index i of channel c's ring."""
+        if self.rings is None:
+            return i
+        return self._lookup([list(ring) for ring in self.rings], c, i)
+
+    def next(self, c, r, n):
+        return self.rank_at(c, (self.position(c, r, n) + 1) % n, n)
+
+    def _lookup(self, rows, c, k):
+        """``rows[c mod len(rows)][k]``: numpy indexing, or a chain of ``where`` on Z3."""
+        table = np.asarray([rows[ch % len(rows)] for ch in range(self.channels)], dtype=np.int64)
+        if not (_is_z3(c) or _is_z3(k)):
+            return table[np.asarray(c), np.asarray(k)]
+        result = ix.constant(0, k if _is_z3(k) else c)
+        for ch in range(table.shape[0]):
+            for i in range(table.shape[1]):
+                result = ix.where(ix.both(c == ch, k == i), int(table[ch, i]), result)
+        return result
+
+    def loops(self, n, per_loop):
+        """Loops of the largest channel part (channel 0's)."""
+        return _divup(min(self.per, self.count), per_loop)
+
+
+# -- the five transfer functions ---------------------------------------------------------------
+
+
+def _slot(layout: Layout, j):
+    c = ix.floordiv(j, layout.chunk)
+    return c, j - c * layout.chunk
+
+
+def _allreduce(layout: Layout):
+    def steps(n):
+        return layout.loops(n, n * layout.chunk) * 2 * (n - 1)
+
+    def transfer(n, s, r, j):
+        per_loop = 2 * (n - 1)
+        loop = ix.floordiv(s, per_loop)
+        t = s - loop * per_loop
+        c, e = _slot(layout, j)
+        rem = layout.part(c) - loop * n * layout.chunk
+        chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
+        i = layout.position(c, r, n)
+        reducing = t < n - 1
+        k = ix.where(reducing, (i + 2 * n - 1 - t) % n, (i + 2 * n - 1 - t + n) % n)
+        nelem = _min(chunk_count, rem - k * chunk_count)
+        cell = layout.off(c) + loop * n * layout.chunk + k * chunk_count + e
+        return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
+
+    def label(n, s):
+        per_loop = 2 * (n - 1)
+        loop, t = divmod(int(s), per_loop)
+        kinds = ["send"] + ["recvReduceSend"] * (n - 2) + ["recvReduceCopySend"] + ["recvCopySend"] * (n - 2) + ["recv"]
+        return ("reduce-scatter" if t < n - 1 else "all-gather"), f"loop {loop} step {t}: {kinds[t]} -> {kinds[t + 1]}"
+
+    return steps, transfer, label
+
+
+def _block_ring(layout: Layout, reduce: bool):
+    """Reduce-scatter (``reduce``) or all-gather: N - 1 steps per loop of ``chunk``."""
+
+    def steps(n):
+        return layout.loops(n, layout.chunk) * (n - 1)
+
+    def transfer(n, s, r, j):
+        loop = ix.floordiv(s, n - 1)
+        t = s - loop * (n - 1)
+        c, e = _slot(layout, j)
+        rem = layout.part(c) - loop * layout.chunk
+        i = layout.position(c, r, n)
+        block = layout.rank_at(c, (i + 2 * n - 1 - t) % n if reduce else (i + n - t) % n, n)
+        cell = block * layout.count + layout.off(c) + loop * layout.chunk + e
+        return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+
+    def label(n, s):
+        loop, t = divmod(int(s), n - 1)
+        if reduce:
+            kinds = ["send"] + ["recvReduceSend"] * (n - 2) + ["recvReduceCopy"]
+        else:
+            kinds = ["copySend"] + ["recvCopySend"] * (n - 2) + ["recv"]
+        return ("reduce-scatter" if reduce else "all-gather"), f"loop {loop} step {t}: {kinds[t]} -> {kinds[t + 1]}"
+
+    return steps, transfer, label
+
+
+def _chain(layout: Layout, reduce: bool):
+    """Broadcast from the root, or reduce into it, along each channel's ring."""
+
+    def steps(n):
+        return ix.where(n >= 2, layout.loops(n, layout.chunk) + n - 2, 0)
+
+    def transfer(n, s, r, j):
+        c, e = _slot(layout, j)
+        q = (layout.position(c, r, n) - layout.position(c, layout.root, n) + n) % n
+        k = s - (q - 1) if reduce else s - q
+        sends = q >= 1 if reduce else q <= n - 2
+        cell = layout.off(c) + k * layout.chunk + e
+        return Transfer(ix.both(sends, k >= 0, e < _min(layout.chunk, layout.part(c) - k * layout.chunk)), layout.next(c, r, n), cell, cell,
+                        REDUCE if reduce else COPY)
+
+    def label(n, s):
+        return ("reduce" if reduce else "broadcast"), f"pipeline step {int(s)}"
+
+    return steps, transfer, label
+
+
+BUILDERS = {
+    "allreduce": _allreduce,
+    "reduce_scatter": lambda layout: _block_ring(layout, True),
+    "allgather": lambda layout: _block_ring(layout, False),
+    "broadcast": lambda layout: _chain(layout, False),
+    "reduce": lambda layout: _chain(layout, True),
+}
+
+
+def _link_load(n, steps) -> int:
+    """The most cells one (src, dst) link carries in one step (at least 1)."""
+    most = 1
+    for step in steps:
+        if len(step):
+            most = max(most, most_per_link(n, step))
+    return most
+
+
+def most_per_link(n: int, step) -> int:
+    """The most transfers of ``step`` on one (src, dst) link: a bincount
+    for small N, a sort past 4096 ranks (N * N counters would not fit)."""
+    key = step.src.astype(np.int64) * n + step.dst
+    if n <= 4096:
+        return int(np.bincount(key).max())
+    return int(np.unique(key, return_counts=True)[1].max())
+
+
+def _integer(name: str, value, low: int, high: int, algorithm: str = ALGORITHM) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= int(value) <= high:
+        raise ScheduleError(f"{algorithm}: option {name} must be an integer from {low} to {high}, got {value!r}")
+    return int(value)
+
+
+def layout_of(collective: str, channels=None, chunk=None, align=None, count=None, rings=None, root=0) -> Layout:
+    """The checked options (ScheduleError naming the option otherwise)."""
+    channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS)
+    align = _integer("align", DEFAULTS["align"] if align is None else align, 1, 1 << 10)
+    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS)
+    if chunk % align:
+        raise ScheduleError(f"{ALGORITHM}: option chunk ({chunk}) must be a multiple of align ({align})")
+    count = _integer("count", DEFAULT_COUNT[collective] if count is None else count, 0, MAX_CELLS)
+    if rings is not None:
+        if not isinstance(rings, (list, tuple)) or not rings:
+            raise ScheduleError(f"{ALGORITHM}: option rings must be a non-empty list of rank orders, got {rings!r}")
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in rings):
+            rings = [rings]
+        rings = tuple(tuple(ring) for ring in rings)
+    return Layout(collective, count, channels, chunk, align, rings, root)
+
+
+def ring_program(collective: str, **options) -> Program:
+    """The transfer function of ``nccl-ring`` for ``collective`` (see the module text)."""
+    layout = layout_of(collective, **options)
+    steps, transfer, label = BUILDERS[collective](layout)
+
+    def cells(n):
+        return layout.count * n if collective in ("reduce_scatter", "allgather") else layout.count
+
+    return Program(
+        ALGORITHM, collective, cells, steps, lambda n: layout.channels * layout.chunk, transfer, label,
+        lambda: ring_program(collective, **options), capacity=_link_load,
+        root=layout.root if collective in ("broadcast", "reduce") else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {layout.channels} channels, chunk {layout.chunk}, {layout.count} elements",
+        meta={"channels": layout.channels, "chunk": layout.chunk, "count": layout.count},
+    )
+
+
+def _check_for(layout: Layout, n: int) -> None:
+    if layout.rings is not None:
+        for c, ring in enumerate(layout.rings):
+            if sorted(int(v) for v in ring) != list(range(n)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ring):
+                raise ScheduleError(f"{ALGORITHM}: option rings: ring {c} {list(ring)} is not a permutation of the ranks 0..{n - 1}")
+    if layout.collective in ("broadcast", "reduce"):
+        _integer("root", layout.root, 0, n - 1)
+    cells = layout.count * (n if layout.collective in ("reduce_scatter", "allgather") else 1)
+    if cells > MAX_CELLS:
+        raise ScheduleError(f"{ALGORITHM}: option count gives {cells} cells, more than {MAX_CELLS}")
+
+
+def generate_ring(collective: str, n: int, **options) -> Schedule:
+    """The ``nccl-ring`` schedule of ``collective`` on n ranks."""
+    made = ring_program(collective, **options)
+    _check_for(layout_of(collective, **options), n)
+    return made.schedule(n)
+
+
+def generator(collective: str):
+    """``generate(n, **options)`` for ``collective``, with the options as
+    named parameters (the command line reads them off the signature)."""
+    if collective in ("broadcast", "reduce"):
+
+        def rooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, root=0) -> Schedule:
+            return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, root=root)
+
+        return rooted
+
+    def unrooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None) -> Schedule:
+        return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings)
+
+    return unrooted
+
+
+def program_factory(collective: str):
+    return lambda **options: ring_program(collective, **options)

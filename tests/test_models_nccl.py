@@ -1,0 +1,478 @@
+"""NCCL's own algorithms as models: nccl-ring (channels, loops, ring orders)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collspec.models.checker import check
+from collspec.models.generators import generate
+from collspec.models.layout import ScheduleError
+
+RING_COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce")
+
+
+def _sent(schedule, step):
+    """{sender: sorted cells it sends} at one step."""
+    s = schedule.steps[step]
+    out: dict[int, list[int]] = {}
+    for src, cell in zip(s.src.tolist(), s.src_chunk.tolist()):
+        out.setdefault(src, []).append(cell)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("collective", RING_COLLECTIVES)
+def test_nccl_ring_passes_the_checker_over_a_sample_of_ranks_and_channels(collective):
+    # bench/nccl_verify.py runs every N = 2..64 with 1..4 channels
+    counts = {"allreduce": 37, "broadcast": 37, "reduce": 37, "reduce_scatter": 7, "allgather": 7}
+    failures = {}
+    for n in (2, 3, 7, 16, 33):
+        for channels in (1, 2, 3, 4):
+            schedule = generate("nccl-ring", collective, n, channels=channels, chunk=2, count=counts[collective])
+            result = check(schedule)
+            if not result.ok:
+                failures[(n, channels)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+
+
+def test_allreduce_step_t_sends_chunk_ring_index_minus_t_minus_1():
+    n, chunk = 5, 3
+    schedule = generate("nccl-ring", "allreduce", n, channels=1, chunk=chunk, count=n * chunk)
+    assert len(schedule.steps) == 2 * (n - 1)
+    for t in range(2 * (n - 1)):
+        expected = {i: [((i - t - 1) % n) * chunk + e for e in range(chunk)] for i in range(n)}
+        assert _sent(schedule, t) == expected, t
+        assert set(schedule.steps[t].op.tolist()) == {1 if t < n - 1 else 0}
+
+
+def test_allreduce_step_names_are_nccls_primitives():
+    schedule = generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=4)
+    assert [s.name for s in schedule.steps] == [
+        "loop 0 step 0: send -> recvReduceSend",
+        "loop 0 step 1: recvReduceSend -> recvReduceSend",
+        "loop 0 step 2: recvReduceSend -> recvReduceCopySend",
+        "loop 0 step 3: recvReduceCopySend -> recvCopySend",
+        "loop 0 step 4: recvCopySend -> recvCopySend",
+        "loop 0 step 5: recvCopySend -> recv",
+    ]
+
+
+def test_last_partial_loop_rounds_the_chunk_and_leaves_empty_chunks():
+    # one channel, 4 ranks, chunk 4: a loop is 16 elements; 22 = one full loop and
+    # a partial one of 6, whose chunkCount is alignUp(divUp(6, 4), 2) = 2: chunks
+    # of 2, 2, 2 and 0 elements (chunk 3 empty).
+    schedule = generate("nccl-ring", "allreduce", 4, channels=1, chunk=4, align=2, count=22)
+    assert len(schedule.steps) == 2 * 2 * 3
+    second = schedule.steps[6:]
+    assert sorted({c for s in second for c in s.src_chunk.tolist()}) == list(range(16, 22))
+    # at the first step of the partial loop the rank at ring index 0 sends chunk 3: empty
+    assert 0 not in _sent(schedule, 6)
+    assert _sent(schedule, 6)[1] == [16, 17]
+    assert check(schedule).ok
+
+
+def test_channels_get_contiguous_parts_and_run_at_once():
+    # 3 channels over 10 elements: parts of 4, 4 and 2; each channel's loop is its own
+    schedule = generate("nccl-ring", "allgather", 2, channels=3, chunk=4, count=10)
+    assert len(schedule.steps) == 1
+    step = schedule.steps[0]
+    assert sorted(step.src_chunk[step.src == 0].tolist()) == list(range(10))
+    assert schedule.link_capacity == 10
+    assert check(schedule).ok
+
+
+def test_each_channel_follows_its_own_ring():
+    rings = [[0, 1, 2, 3], [0, 2, 1, 3]]
+    schedule = generate("nccl-ring", "allgather", 4, channels=2, chunk=1, count=2, rings=rings)
+    step = schedule.steps[0]
+    links = {(int(a), int(b), int(c) % 2) for a, b, c in zip(step.src, step.dst, step.src_chunk)}
+    # channel 0 (cells 0 of each block) goes 0->1->2->3->0, channel 1 goes 0->2->1->3->0
+    assert links == {(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 0, 0), (0, 2, 1), (2, 1, 1), (1, 3, 1), (3, 0, 1)}
+    assert check(schedule).ok
+    rng = np.random.default_rng(7)
+    for collective in RING_COLLECTIVES:
+        rings = [rng.permutation(9).tolist() for _ in range(3)]
+        assert check(generate("nccl-ring", collective, 9, channels=3, chunk=2, rings=rings)).ok, collective
+
+
+def test_broadcast_and_reduce_follow_the_ring_from_the_root():
+    schedule = generate("nccl-ring", "broadcast", 4, channels=1, chunk=1, count=2, root=2)
+    assert [(int(s.src[0]), int(s.dst[0])) for s in schedule.steps[:1]] == [(2, 3)]
+    assert check(schedule).ok
+    assert check(generate("nccl-ring", "reduce", 6, channels=2, root=5, rings=[[5, 4, 3, 2, 1, 0]])).ok
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"channels": 0}, "nccl-ring: option channels must be an integer from 1 to 64, got 0"),
+        ({"channels": 65}, "nccl-ring: option channels must be an integer from 1 to 64, got 65"),
+        ({"chunk": 3, "align": 2}, "nccl-ring: option chunk (3) must be a multiple of align (2)"),
+        ({"rings": [[0, 1, 1, 3]]}, "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
+        ({"rings": [[0, 1, 2, 3], [0, 1, 2]]}, "nccl-ring: option rings: ring 1 [0, 1, 2] is not a permutation of the ranks 0..3"),
+    ],
+)
+def test_bad_options_name_the_option(options, message):
+    with pytest.raises(ScheduleError) as error:
+        generate("nccl-ring", "allreduce", 4, **options)
+    assert str(error.value) == message
+
+
+# -- nccl-tree: the double binary tree ---------------------------------------------------------
+
+from collspec.models.generators import nccl_tree  # noqa: E402
+
+
+def _btree_parent(n: int, r: int) -> int:
+    """Tree 0's parent of rank r, from the bit-pattern rule stated in the
+    comment above ``ncclGetBtree`` (src/graph/trees.cc, NCCL v2.30), written
+    here as arithmetic: with b the lowest set bit of r, a rank whose bit 2b
+    is clear (``xx01[0]``) hangs below r + b, or below r - b when r + b is
+    out of range; a rank whose bit 2b is set (``xx11[0]``) hangs below r - b.
+    Rank 0 is the root."""
+    if r == 0:
+        return -1
+    b = r & -r
+    if r & (2 * b) == 0 and r + b < n:
+        return r + b
+    return r - b
+
+
+def _reference_trees(n: int) -> list[list[tuple[int, int, int]]]:
+    """(parent, child 0, child 1) per rank for both trees, children found by
+    inverting the parent relation (a child is child 0 when its label is below
+    its parent's, else child 1, as ``down0``/``down1`` are): an independent
+    reading of the documented rule, not the model's formulas.
+    Tree 1 relabels tree 0 as the comment above ``ncclGetDtree`` says: the
+    mirror r -> N-1-r for even N, the shift r -> r+1 for odd N."""
+    parent0 = [_btree_parent(n, r) for r in range(n)]
+    relabel = [n - 1 - r for r in range(n)] if n % 2 == 0 else [(r + 1) % n for r in range(n)]
+    trees = []
+    inverse = [0] * n
+    for x, r in enumerate(relabel):
+        inverse[r] = x
+    for label_of in (list(range(n)), inverse):  # rank -> its label in tree 0's numbering
+        rank_of = [0] * n
+        for r, x in enumerate(label_of):
+            rank_of[x] = r
+        parent = [-1 if parent0[label_of[r]] == -1 else rank_of[parent0[label_of[r]]] for r in range(n)]
+        slots = [[-1, -1] for _ in range(n)]
+        for c, p in enumerate(parent):  # child slot: is the child's label below its parent's
+            if p != -1:
+                slots[p][0 if label_of[c] < label_of[p] else 1] = c
+        trees.append([(parent[r], *slots[r]) for r in range(n)])
+    return trees
+
+
+#: the three illustrations in src/graph/trees.cc (NCCL v2.30), as parent lists
+ILLUSTRATED = {
+    # ncclGetBtree, 14 ranks
+    (14, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8, 12],
+    # ncclGetDtree, 12 ranks: the btree and its mirror (root 11)
+    (12, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 8, 10],
+    (12, 1): [1, 3, 1, 11, 5, 7, 5, 3, 9, 7, 9, -1],
+    # ncclGetDtree, 13 ranks: the btree and its shift by one (root 1)
+    (13, 0): [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8],
+    (13, 1): [9, -1, 3, 5, 3, 9, 7, 5, 7, 1, 11, 0, 11],
+}
+
+
+@pytest.mark.parametrize("n, tree", sorted(ILLUSTRATED))
+def test_the_trees_match_ncclS_own_illustrations(n, tree):
+    assert nccl_tree.parents(n)[tree] == ILLUSTRATED[(n, tree)]
+    assert [row[0] for row in _reference_trees(n)[tree]] == ILLUSTRATED[(n, tree)]
+
+
+@pytest.mark.parametrize("n", [*range(1, 70), 127, 128, 129, 255, 256, 257, 1000, 4097])
+def test_the_closed_form_trees_are_ncclGetDtrees(n):
+    ranks = np.arange(n, dtype=np.int64)
+    ref = _reference_trees(n)
+    want = [[ref[t][r] for t in (0, 1)] for r in range(n)]
+    assert nccl_tree.parents(n) == [[want[r][t][0] for r in range(n)] for t in (0, 1)]
+    for tree in (0, 1):
+        x = nccl_tree.to_label(ranks, n, tree)
+        for w in (0, 1):
+            got = nccl_tree.to_rank(nccl_tree.btree_child(x, n, w), n, tree)
+            assert got.tolist() == [want[r][tree][1 + w] for r in range(n)], (tree, w)
+
+
+def test_both_trees_span_and_only_rank_0_of_odd_n_forwards_in_both():
+    # proofs/nccl_trees.py proves this for every N <= 65536; here numpy checks a sample
+    for n in [*range(1, 400), 4095, 4096, 65535, 65536]:
+        facts = nccl_tree.tree_facts(n)
+        assert facts["interior_in_both"] == ([0] if n % 2 == 1 and n >= 3 else []), n
+
+
+def test_tree_facts_reject_a_broken_tree(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "btree_parent", lambda x, n: x - nccl_tree.ix.lowest_set_bit(x))
+    with pytest.raises(ValueError, match="N=6 tree 0: a child's parent is not the rank that lists it"):
+        nccl_tree.tree_facts(6)
+
+
+def test_the_double_binary_tree_is_proved_for_every_n_up_to_65536():
+    from collspec.proofs import nccl_trees
+
+    outcome = nccl_trees.prove()
+    assert outcome.status == "proved", (outcome.message, outcome.counterexample)
+    assert len(outcome.queries) == 8
+
+
+def test_nccl_tree_passes_the_checker_over_a_sample_and_at_512_ranks():
+    # bench/nccl_verify.py runs every N = 2..64 with 1..4 channels
+    failures = {}
+    for n in (2, 3, 6, 13, 64):
+        for channels in (1, 2, 3, 4):
+            result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, count=23))
+            if not result.ok:
+                failures[(n, channels)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+    assert check(generate("nccl-tree", "allreduce", 512)).ok
+
+
+def test_reduces_go_to_the_parent_and_copies_to_the_children_of_each_channels_tree():
+    n, channels = 10, 2
+    schedule = generate("nccl-tree", "allreduce", n, channels=channels, chunk=1, count=4)
+    trees = nccl_tree.parents(n)
+    per = 2  # channel c holds cells 2c, 2c + 1 and runs on tree c
+    assert len(schedule.steps) == 2 + 2 * 4 - 1  # 2 chunks, root level ceil(log2 10) = 4
+    for step in schedule.steps:
+        for src, dst, cell, op in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist(), step.op.tolist()):
+            parent = trees[cell // per]
+            assert (parent[src] == dst) if op == 1 else (parent[dst] == src)
+
+
+def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "tree.json"
+    result = subprocess.run([sys.executable, "-m", "collspec", "explain", "nccl-tree", "--ranks", "6", "--json", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["trees"] == [{"parent": [-1, 2, 4, 2, 0, 4]}, {"parent": [1, 5, 3, 1, 3, -1]}]
+    assert "Tree 2 of 2\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
+
+
+# -- nccl-pat: Parallel Aggregated Trees -------------------------------------------------------
+
+from collspec.models.generators import nccl_pat  # noqa: E402
+
+
+def _distances(schedule, n):
+    """Per step: the set of (dst - src) mod N over its transfers."""
+    return [sorted({(int(d) - int(s)) % n for s, d in zip(step.src, step.dst)}) for step in schedule.steps]
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
+def test_nccl_pat_passes_the_checker_for_every_aggregation(collective):
+    # bench/nccl_verify.py runs every N = 2..64 and N = 512
+    failures = {}
+    for n in (2, 3, 6, 8, 13, 16):
+        most = int(nccl_pat.max_aggregation(n))
+        for aggregation in [1 << k for k in range(most.bit_length())]:
+            result = check(generate("nccl-pat", collective, n, aggregation=aggregation, chunk=2, count=3))
+            if not result.ok:
+                failures[(n, aggregation)] = [str(v) for v in result.violations if v.is_error][:2]
+    assert not failures
+
+
+def test_without_aggregation_the_peer_distance_is_the_offsets_lowest_bit():
+    n = 8
+    schedule = generate("nccl-pat", "reduce_scatter", n, aggregation=1, count=1)
+    assert _distances(schedule, n) == [[1], [2], [1], [4], [1], [2], [1]]  # offsets 7, 6, ..., 1
+    first = schedule.steps[0]
+    # offset 7: rank r sends its partial for the block of rank r + 7 to rank r + 1
+    assert [(int(s), int(d), int(c)) for s, d, c in zip(first.src, first.dst, first.src_chunk)] == [(r, (r + 1) % 8, (r + 7) % 8) for r in range(8)]
+
+
+def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
+    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=1, count=1)
+    assert len(schedule.steps) == 9 and _distances(schedule, 512) == [[1], [2], [4], [8], [16], [32], [64], [128], [256]]
+    # 6 ranks, no aggregation: P = 8, so offsets 7 and 6 do not exist and their steps send nothing
+    six = generate("nccl-pat", "reduce_scatter", 6, aggregation=1, count=1)
+    assert len(six.steps) == 7 and [len(s) for s in six.steps] == [0, 0, 6, 6, 6, 6, 6]
+    # aggregated (N = 6, A = 2, delta = 4): the offsets i * 4 + as travel together: as = 3 carries 3 (7 is
+    # past N), as = 2 carries 2 (6 is past N), as = 1 carries 1 and 5 in one message; then offset 4
+    agg = generate("nccl-pat", "reduce_scatter", 6, aggregation=2, count=1)
+    sent = [sorted(step.src_chunk[step.src == 0].tolist()) for step in agg.steps]
+    assert sent == [[3], [2], [1, 5], [4]] and [len(s) for s in agg.steps] == [6, 6, 12, 6]
+
+
+def test_pat_allgather_is_the_reduce_scatter_tree_backwards():
+    n = 12
+    rs = generate("nccl-pat", "reduce_scatter", n, aggregation=2, count=1)
+    ag = generate("nccl-pat", "allgather", n, aggregation=2, count=1)
+    assert len(rs.steps) == len(ag.steps)
+    for a, b in zip(ag.steps, reversed(rs.steps)):
+        assert sorted(zip(a.dst.tolist(), a.src.tolist(), a.src_chunk.tolist())) == sorted(zip(b.src.tolist(), b.dst.tolist(), b.src_chunk.tolist()))
+        assert set(a.op.tolist()) <= {0} and set(b.op.tolist()) <= {1}
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"aggregation": 3}, "nccl-pat: option aggregation must be a power of two, got 3"),
+        ({"aggregation": 8}, "nccl-pat: option aggregation must be at most 4 for 8 ranks (NCCL stops doubling it at N/2), got 8"),
+        ({"chunk": 0}, "nccl-pat: option chunk must be an integer from 1 to 262144, got 0"),
+    ],
+)
+def test_pat_bad_options_name_the_option(options, message):
+    with pytest.raises(ScheduleError) as error:
+        generate("nccl-pat", "reduce_scatter", 8, **options)
+    assert str(error.value) == message
+
+
+# -- bits: NCCL's ring addition order ----------------------------------------------------------
+
+from collspec.models import bits  # noqa: E402
+from collspec.models.algebras import Numbers  # noqa: E402
+from collspec.models.interpreter import run as interpret  # noqa: E402
+
+
+def _ring_sum(values, order, owner_index):
+    """((x[k+1] + x[k+2]) + ...) + x[k] along ``order``, k the owner's index, rounding each add."""
+    n = len(order)
+    total = values[order[(owner_index + 1) % n]]
+    for step in range(2, n + 1):
+        total = (total + values[order[(owner_index + step) % n]]).astype(values.dtype)
+    return total
+
+
+def test_the_interpreter_adds_in_nccls_ring_order_for_any_channels_and_rings():
+    n, count, chunk = 5, 29, 2
+    rng = np.random.default_rng(3)
+    x = [rng.standard_normal(count).astype(np.float16) * np.float16(100) for _ in range(n)]
+    rings = [[0, 1, 2, 3, 4], [3, 0, 4, 2, 1]]
+    schedule = generate("nccl-ring", "allreduce", n, channels=2, chunk=chunk, count=count, rings=rings)
+    got = interpret(schedule, Numbers(x, op="sum")).state
+    per = 15  # channel parts: 15 and 14 elements
+    for e in range(count):
+        c = e // per
+        local = e - c * per
+        part = per if c == 0 else count - per
+        loop, within = divmod(local, n * chunk)
+        rem = part - loop * n * chunk
+        chunk_count = chunk if rem >= n * chunk else -(-rem // n)
+        k = within // chunk_count  # the chunk, owned by ring index k
+        want = _ring_sum(np.array([v[e] for v in x]), rings[c], k)
+        assert all(got[r][e].tobytes() == want.tobytes() for r in range(n)), e
+    # and it is not the rank-order sum everywhere: the order is what the test pins down
+    plain = [np.float16(0)] * count
+    for e in range(count):
+        acc = x[0][e]
+        for r in range(1, n):
+            acc = np.float16(acc + x[r][e])
+        plain[e] = acc
+    assert any(got[0][e] != plain[e] for e in range(count))
+
+
+def test_predict_uses_one_channel_and_16_byte_chunks():
+    n, count = 4, 10
+    x = [np.arange(count, dtype=np.float32) * (r + 1) for r in range(n)]
+    # float32: align 4, chunkCount = alignUp(divUp(10, 4), 4) = 4: chunks [0, 4), [4, 8), [8, 10), empty
+    schedule = generate("nccl-ring", "allreduce", n, **bits.schedule_options("nccl-ring", "allreduce", 4, count))
+    assert len(schedule.steps) == 2 * (n - 1) and schedule.steps[0].src_chunk[schedule.steps[0].src == 1].tolist() == [0, 1, 2, 3]
+    out = bits.predict("nccl-ring", "allreduce", x, "sum")
+    assert all(np.array_equal(o, np.arange(count, dtype=np.float32) * 10) for o in out)
+    with pytest.raises(ScheduleError, match="bits:ring: no bit-exact model of 'ring'; use one of nccl-ring"):
+        bits.predict("ring", "allreduce", x, "sum")
+
+
+def _conform(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "collspec", "conform", "--world-size", "4", *args], capture_output=True, text=True)
+
+
+def test_conform_expect_bits_passes_impl_nccl_ring_at_4_ranks():
+    ok = _conform("--backend", "nccl-ring", "--expect", "bits:nccl-ring", "--collective", "allreduce,reduce_scatter,reduce",
+                  "--dtype", "float16", "--op", "sum", "--sizes", "100")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "conform nccl-ring: ok (0 errors; 14 pass)" in ok.stdout
+    bad = _conform("--backend", "ring", "--expect", "bits:ring")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["collspec conform: error: --expect bits:ring: no bit-exact model of 'ring'; use one of nccl-ring"]
+
+
+def _finals(case, n, rings):
+    """Every rank's final images after NCCL's ring on ``rings`` ran the case (the interpreter, in the dtype)."""
+    from collspec.conformance.buffers import all_inputs, initial_images, inside, layout_of
+
+    schedule = generate("nccl-ring", case.collective, n, rings=rings, **bits.schedule_options("nccl-ring", case.collective, 2, case.count))
+    state = interpret(schedule, Numbers([v.copy() for v in all_inputs(case, n)], op=case.op)).state
+    finals = []
+    for rank in range(n):
+        images = initial_images(case, n, rank)
+        view = layout_of(case, n, rank).output
+        images[view.storage][inside(view, case.dtype)] = state[rank][schedule.layout.outputs[rank]]
+        finals.append(images)
+    return finals
+
+
+def test_expect_bits_catches_a_ring_that_adds_in_another_order():
+    from collspec.conformance.cases import Case
+    from collspec.conformance.checks import judge, judge_bits
+
+    case = Case("allreduce", "float16", "sum", 100, True, None, "rounding")
+    assert judge_bits(case, 4, _finals(case, 4, [[0, 1, 2, 3]]), "nccl-ring") == []
+    backwards = _finals(case, 4, [[3, 2, 1, 0]])  # the same ring run the other way: every sum in another order
+    assert judge(case, 4, backwards) == []  # within the spec's rounding bound: only the bits tell
+    found = judge_bits(case, 4, backwards, "nccl-ring")
+    assert [(v.kind, v.message) for v in found] == [
+        ("wrong-value", f"allreduce/float16/sum/n=100/inplace/rounding/seed=0: rank {r} differs from the nccl-ring model's bits "
+                        "in 30 element(s); element 0: got -0.93310546875, the model gives -0.9326171875") for r in range(4)]
+    assert found[0].details["expect"] == "bits:nccl-ring" and found[0].details["differing"] == 30
+
+
+def test_conform_expect_bits_forces_nccls_ring_simple_one_channel_on_the_nccl_backend(monkeypatch):
+    from collspec.conformance import conform as conform_module
+    from collspec.conformance import runner
+
+    seen = []
+    monkeypatch.setattr(conform_module, "_check_options", lambda *args: None)  # no GPU here: the launch is what is checked
+    monkeypatch.setattr(runner, "run", lambda settings, record: seen.append(settings) or runner.Result([], 0, True, 0.0))
+    result = conform_module.conform("nccl", 2, collectives=["allreduce"], dtypes=["float16"], ops=["sum"], sizes=[100], expect="bits:nccl-ring")
+    assert [s.variables for s in seen] == [{"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}]
+    assert seen[0].expect_bits == "nccl-ring" and result.settings["expect"] == "bits:nccl-ring"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available() or __import__("torch").cuda.device_count() < 2,
+                    reason="needs two CUDA GPUs (NCCL runs one rank per GPU)")
+def test_nccl_on_the_gpus_gives_the_nccl_ring_models_bits():
+    import torch
+
+    from collspec.conformance.conform import conform
+
+    world = min(4, torch.cuda.device_count())
+    result = conform("nccl", world, collectives=["allreduce", "reduce_scatter", "reduce"], dtypes=["float16", "float32"],
+                     ops=["sum"], sizes=[100, 4096], expect="bits:nccl-ring")
+    assert [v.message for v in result.report().violations if v.is_error] == []
+
+
+# -- bad input on the command line: exit 2, naming the option -----------------------------------
+
+
+def test_cli_bad_options_exit_2_naming_the_option():
+    import subprocess
+    import sys
+
+    cases = [
+        (["-a", "nccl-ring", "-n", "4", "--option", "channels=0"], "--option 'channels=0': channels must be at least 1 for 4 ranks"),
+        (["-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"],
+         "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
+        (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (34359214080 (step, rank, slot) "
+                                             "points, at most 2147483648); use fewer ranks or smaller options"),
+        (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
+         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 4294967296 slots a step; "
+         "at most 33554432 and 16777216): use fewer ranks, a smaller count or chunk"),
+    ]
+    for args, message in cases:
+        done = subprocess.run([sys.executable, "-m", "collspec", "check", *args], capture_output=True, text=True)
+        assert (done.returncode, done.stderr.strip()) == (2, f"collspec check: error: {message}"), args
+
+
+def test_pat_past_1024_ranks_refines_against_its_proved_terms():
+    # the aggregate's 'used' test once multiplied slot x scale and overflowed the proofs' bit-vectors at 1500 ranks
+    schedule = generate("nccl-pat", "allgather", 1500, chunk=1, count=1)
+    assert schedule.transfers == 1500 * 1499
