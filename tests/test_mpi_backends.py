@@ -107,6 +107,9 @@ def test_mpich_noncommutative_reduce_scatter_crashes_on_unequal_counts_and_the_s
     (crash,) = [v for v in result.violations if v.kind == "crash"]
     assert crash.details["algorithm"] == "reduce_scatter:noncommutative"
     assert "alg=reduce_scatter:noncommutative" in crash.message
+    # MPICH's own words, before the backtrace: the assertion that fails for unequal counts
+    assert crash.details["said"].startswith("Assertion failed in file ")
+    assert "reduce_scatter_intra_noncommutative.c" in crash.details["said"] and crash.message.endswith(crash.details["said"])
 
 
 @installed("intelmpi")
