@@ -132,8 +132,9 @@ FINDINGS = """## Findings, in words
 - **Open MPI 5.0.x, allgather `sparbit` with `MPI_IN_PLACE`: every rank
   keeps only its own block.** `ompi_coll_base_allgather_intra_sparbit`
   (`ompi/mca/coll/base/coll_base_allgather.c`) sends `scount` elements of
-  `rdtype` from offsets `send_disp * scount * rext`, where every other
-  algorithm of that file uses `rcount`. With `MPI_IN_PLACE` the standard
+  `rdtype` from offsets `send_disp * scount * rext`, where the ring and
+  neighbor-exchange algorithms of that file use `rcount` (read in the
+  ompi main branch; measured on 5.0.11). With `MPI_IN_PLACE` the standard
   says the send count and type are ignored, and mpi4py 4.1 passes 0, so
   sparbit sends nothing: `postcondition`, 3 of 4 blocks never written (the
   sentinel is still there). A library bug, not the harness's: called from C
@@ -158,8 +159,9 @@ FINDINGS = """## Findings, in words
   "Assertion failed in file .../reduce_scatter_intra_noncommutative.c at
   line 48: recvcounts[i] == recvcounts[i + 1]"
   (`src/mpi/coll/reduce_scatter/reduce_scatter_intra_noncommutative.c`
-  asserts equal counts, and a power-of-two rank count, which 4 ranks
-  have, instead of returning "not usable"), and the rank aborts: a
+  asserts instead of returning "not usable"; the issue's probe also
+  reports an assertion for rank counts that are not a power of two,
+  which 4 ranks cannot reach), and the rank aborts: a
   `crash` of that algorithm on each such case; the sweep restarts the
   ranks and goes on (a crash costs no restart budget, so every case has a
   verdict). With equal counts at 4 ranks it is right.
@@ -170,8 +172,9 @@ FINDINGS = """## Findings, in words
   `MPIR_CVAR_COLLECTIVE_FALLBACK=error` it refuses them there ("User set
   collective algorithm is not usable for the provided arguments"):
   allreduce in `MPIR_init_comm_world > MPIR_Comm_commit >
-  MPIDI_Comm_set_vcis` (for `smp` the node-level allreduce inside
-  `MPIR_Allreduce_intra_smp` is forced to `smp` again and refused), bcast
+  MPIDI_Comm_set_vcis` (for `smp`, the allreduce that
+  `MPIR_Allreduce_intra_smp` itself makes reaches `MPIR_Allreduce_impl`
+  again, where the forced `smp` is not usable), bcast
   in `MPID_InitCompleted > MPIR_nodeid_init`. Every case of these is
   `unsupported` with that message and the call chain (the error stack
   MPICH prints); an earlier record had them `not-run`.
