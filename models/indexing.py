@@ -29,6 +29,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def wrap(a, n):
+    """``a mod n`` for -n <= a < 2n, as one comparison and an addition or
+    subtraction: the same value as ``a % n`` there, and linear arithmetic for
+    Z3 when n is a variable (``%`` by a variable is nonlinear)."""
+    return where(a >= n, a - n, where(a < 0, a + n, a))
+
+
 def ring_next(r, n):
     """The rank after ``r`` on the ring."""
     return (r + 1) % n

@@ -12,6 +12,13 @@ module                     what it proves
                            links busy for 2(N-1) hops, forwarding, the contributor
                            invariant (base and step as separate queries), the
                            all-gather, identical bits, traffic = the lower bound
+:mod:`.induction`          for all N, every built-in algorithm: every output holds
+                           every contribution exactly once, same-index reduces; one
+                           induction over the transfer function the generator
+                           enumerates, against the claims in :mod:`.invariants`
+                           (rooted trees: at root 0, then every root as a renaming)
+:mod:`.hierarchical`       the same for hierarchical-ring with the node count and
+                           the group size both symbolic, on its coordinate function
 :mod:`.schedules`          any schedule (a JSON file, an MSCCL program, a built-in
                            at one N) computes its collective for all inputs: THE
                            interpreter over Z3 variables vs the spec's definition

@@ -76,6 +76,10 @@ class Invariant:
     source: Callable
     premises: Callable = lambda n, params: []
     scope: str = ""
+    output: Callable | None = None
+    ranks: Callable | None = None
+    cells: Callable | None = None
+    cases: Callable | None = None
 
 
 # -- what the collectives start from and end with, over symbolic N ------------------------
@@ -152,11 +156,17 @@ def queries(program: Program, invariant: Invariant) -> list:
     root = params.get("root", 0)
     chunks, steps, width = (as_term(f(n), n) for f in (sym.chunks, sym.steps, sym.width))
     is_input, is_output, expected = EXPECTED[program.collective]
+    if invariant.output is not None:
+        is_output = invariant.output
 
     def rank(*vs):
+        if invariant.ranks is not None:
+            return [b for t in vs for b in invariant.ranks(params, t)]
         return [b for t in vs for b in (0 <= t, t < n)]
 
     def cell(*vs):
+        if invariant.cells is not None:
+            return [b for t in vs for b in invariant.cells(params, t)]
         return [b for t in vs for b in (0 <= t, t < chunks)]
 
     def slot(*vs):
@@ -193,11 +203,11 @@ def queries(program: Program, invariant: Invariant) -> list:
     second_writer = [writes(t1, r, c), writes(t2, r, c), z3.Or(q != q2, j != j2)]
     one_writer = at_step + rank(r, q) + cell(c) + slot(j) + [writes(t1, r, c)]
     final = steps
-    return [
+    asked = [
         Query(
             "in-range: an active transfer names a rank, two cells and an op that exist",
             at_step + rank(q) + slot(j) + [_bool(t1.active)],
-            z3.And(0 <= t1.dst, t1.dst < n, *cell(t1.src_chunk, t1.dst_chunk), z3.Or(t1.op == COPY, t1.op == REDUCE)),
+            z3.And(*rank(t1.dst), *cell(t1.src_chunk, t1.dst_chunk), z3.Or(t1.op == COPY, t1.op == REDUCE)),
         ),
         Query("same-index: every reduce adds into the cell index it read", at_step + rank(q) + slot(j) + [_bool(t1.active)], t1.src_chunk == t1.dst_chunk, [t1.op == REDUCE]),
         Query(
@@ -253,6 +263,22 @@ def queries(program: Program, invariant: Invariant) -> list:
             z3.And(defined(final, r, c), holds(final, r, c) == _bool(expected(n, chunks, r, c, x, k, root))),
         ),
     ]
+    if invariant.cases is None:
+        return asked
+    cases = invariant.cases(params, s)
+    return [split for query in asked for split in (_by_case(query, cases) if not query.name.startswith(("base", "end")) else [query])]
+
+
+def _by_case(query: Query, cases: list) -> list:
+    """``query`` once per case (see :class:`Invariant`): case i is its
+    condition and none before it, and a last case is none of them."""
+    split, before = [], []
+    for label, condition in [*cases, ("otherwise", None)]:
+        here = [*before] + ([condition] if condition is not None else [])
+        split.append(Query(f"{query.name} [{label}]", query.premises, query.claim, [*query.when, *here]))
+        if condition is not None:
+            before.append(z3.Not(condition))
+    return split
 
 
 def spec_check(collective: str) -> Callable[[], Outcome]:
@@ -270,3 +296,67 @@ def spec_check(collective: str) -> Callable[[], Outcome]:
 
 def _bool(value):
     return as_term(value, None)
+
+
+def with_options(program: Program, **fixed) -> Program:
+    """``program`` with the options ``fixed`` set to constants (not symbolic
+    in a proof); its other options stay symbolic."""
+    from dataclasses import replace
+
+    rebuilt = program.factory(**{**program.params, **fixed})
+    return replace(rebuilt, params={k: v for k, v in rebuilt.params.items() if k not in fixed})
+
+
+def at_root_zero(program: Program) -> Program:
+    """``program`` with its root fixed to 0 (no symbolic root)."""
+    return with_options(program, root=0)
+
+
+def rotation_queries(program: Program, position: Callable, rank: Callable) -> list:
+    """For a rooted program whose root-0 instance the induction proves: the
+    queries that it is, for every root, that instance with ranks renamed.
+    ``position(r, root, N)`` and ``rank(p, root, N)`` are the code's own
+    renaming (the functions the transfer function calls). Shown, for
+    symbolic N, root, s, rank r and slot j:
+
+    - ``renaming``: position and rank are inverse bijections of 0..N-1, and
+      the root is at position 0;
+    - ``rotation``: T_root(r, j) is T_0(position(r), j) with its destination
+      renamed by ``rank`` (same activity, cells and op).
+
+    The step from these to "every root computes its collective" is the
+    premise that renaming ranks by a bijection that maps 0 to the root maps
+    a correct rooted collective at root 0 to the same collective at root
+    (the spec's rooted collectives treat ranks alike apart from the root)."""
+    sym, v = symbolic(program)
+    zero = at_root_zero(program)
+    n, s, r, j, root = v["N"], v["s"], v["r"], v["j"], v["root"]
+    bv = program.sort == BITVEC
+    p = z3.BitVec("p", BITVEC_WIDTH) if bv else z3.Int("p")
+    steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
+    domain = [n >= 2, 0 <= root, root < n] + ([n <= MAX_RANKS] if bv else [])
+    pr, rp = as_term(position(r, root, n), n), as_term(rank(p, root, n), n)
+    mine = sym.transfer(n, s, r, j)
+    base = zero.transfer(n, s, pr, j)
+    mine = Transfer(*(as_term(f, n) for f in (mine.active, mine.dst, mine.src_chunk, mine.dst_chunk, mine.op)))
+    base = Transfer(*(as_term(f, n) for f in (base.active, base.dst, base.src_chunk, base.dst_chunk, base.op)))
+    renamed = as_term(rank(base.dst, root, n), n)
+    return [
+        Query(
+            "renaming: position and rank are inverse bijections of the ranks, and the root is at position 0",
+            domain + [0 <= r, r < n, 0 <= p, p < n],
+            z3.And(
+                0 <= pr, pr < n, as_term(rank(pr, root, n), n) == r,
+                0 <= rp, rp < n, as_term(position(rp, root, n), n) == p,
+                as_term(position(root, root, n), n) == 0,
+            ),
+        ),
+        Query(
+            "rotation: the transfer of rank r at every root is the root-0 transfer of its position, destination renamed",
+            domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+            z3.And(
+                _bool(mine.active) == _bool(base.active),
+                z3.Implies(_bool(mine.active), z3.And(mine.dst == renamed, mine.src_chunk == base.src_chunk, mine.dst_chunk == base.dst_chunk, mine.op == base.op)),
+            ),
+        ),
+    ]

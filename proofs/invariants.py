@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..models import indexing as ix
 from ..models.generators import tree as tree_gen
-from ..models.generators.recursive import split
+from ..models.generators.recursive import split, virtual
 from .induction import Invariant
 
 
@@ -52,6 +52,18 @@ def ring_allreduce(shift: int, phases: int = 2) -> Invariant:
     return Invariant(_always, holds, prev, prev)
 
 
+def ring_seed_reduce_scatter() -> Invariant:
+    """ring-seed's reduce-scatter leaves rank r with chunk r + 1 (its
+    declared ownership, :data:`collspec.models.generators.ring.OWNERS`):
+    proved against that ownership, which the scope states."""
+    from dataclasses import replace
+
+    from ..models.generators.ring import OWNERS
+
+    owner = OWNERS["ring-seed"]
+    return replace(ring_allreduce(1, phases=1), output=lambda n, C, r, c, root: c == owner(r, n), scope="rank r owns chunk r + 1 (declared)")
+
+
 def ring_allgather() -> Invariant:
     """Rank r has block c once the block has travelled (r - c) mod N hops."""
 
@@ -65,6 +77,40 @@ def ring_allgather() -> Invariant:
         return ix.ring_prev(r, n), 0
 
     return Invariant(defined, holds, prev, prev)
+
+
+def _chain_prev(n, s, r, c, *rest):
+    return ix.ring_prev(r, n), 0
+
+
+def chain_broadcast() -> Invariant:
+    """The pipelined chain from ``root`` along the ring (chunks = N): the
+    rank at position q >= 1 receives chunk c at step c + q - 1, so after s
+    steps it holds root's chunk c once c + q <= s, its own input before."""
+    return _rooted(lambda root: Invariant(
+        _always,
+        lambda n, s, r, c, x, k: ix.both(k == c, ix.where(ix.either(r == root, c + ix.chain_position(r, root, n) <= s), x == root, x == r)),
+        _chain_prev,
+        _chain_prev,
+    ))
+
+
+def chain_reduce() -> Invariant:
+    """The chain from the rank after ``root`` around to ``root`` (chunks =
+    N): position q >= 2 receives chunk c at step c + q - 2 and then holds
+    positions 1..q; the root receives it at step c + N - 2 and then holds
+    everything; before, each holds its own input."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            q, qx = ix.chain_position(r, root, n), ix.chain_position(x, root, n)
+            at_root = ix.where(c + n - 1 <= s, True, x == r)
+            on_chain = ix.where(c + q - 1 <= s, ix.both(qx >= 1, qx <= q), x == r)
+            return ix.both(k == c, ix.where(q == 0, at_root, on_chain))
+
+        return Invariant(_always, holds, _chain_prev, _chain_prev)
+
+    return _rooted(build)
 
 
 # -- direct exchange and the hub ---------------------------------------------------------------
@@ -160,6 +206,56 @@ def tree_allreduce() -> Invariant:
     return Invariant(_always, holds, writer, source)
 
 
+def _tree(root, n):
+    """(position of a rank, rank at a position) in the tree rooted at ``root``."""
+    return (lambda r: tree_gen._position(r, root, n)), (lambda p: tree_gen._rank(p, root, n))
+
+
+def tree_reduce() -> Invariant:
+    """The reduce half of :func:`tree_allreduce` on positions relative to
+    ``root``: after s steps the node at depth d holds its subtree once
+    s >= D - d, itself before."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            pos, _ = _tree(root, n)
+            p = pos(r)
+            return ix.both(k == c, ix.where(s >= tree_gen.levels(n) - tree_gen.depth(p), _in_subtree(p, pos(x)), x == r))
+
+        def writer(n, s, r, c):
+            pos, rank = _tree(root, n)
+            return rank(2 * pos(r) + 1), ix.constant(0, n)
+
+        def source(n, s, r, c, x, k):
+            pos, rank = _tree(root, n)
+            p, px = pos(r), pos(x)
+            return rank(ix.shift_right(px + 1, tree_gen.depth(px) - tree_gen.depth(p) - 1) - 1), ix.constant(0, n)
+
+        return Invariant(_always, holds, writer, source)
+
+    return _rooted(build)
+
+
+def tree_broadcast() -> Invariant:
+    """The broadcast half of :func:`tree_allreduce` from ``root``: the node
+    at depth d holds root's data from step d on, its own input before."""
+
+    def build(root):
+        def holds(n, s, r, c, x, k):
+            pos, _ = _tree(root, n)
+            return ix.both(k == c, ix.where(s >= tree_gen.depth(pos(r)), x == root, x == r))
+
+        def writer(n, s, r, c, *rest):
+            pos, rank = _tree(root, n)
+            p = pos(r)
+            parent = ix.tree_parent(p)
+            return rank(parent), p - 1 - 2 * parent
+
+        return Invariant(_always, holds, writer, writer)
+
+    return _rooted(build)
+
+
 def recursive_doubling_allreduce() -> Invariant:
     """With P the largest power of two <= N and E = N - P extra ranks: after
     the fold (when E > 0) and m exchanges, rank r < P holds the ranks x whose
@@ -183,6 +279,92 @@ def recursive_doubling_allreduce() -> Invariant:
     return Invariant(_always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
 
 
+def _clamp(v, low, high):
+    return ix.where(v < low, low, ix.where(v > high, high, v))
+
+
+def _bit(b, like):
+    """2**b on ``like``'s sort."""
+    return ix.shift_left(1, b, like=like)
+
+
+def _hd_halved(n, m, r, c, x):
+    """After m halving steps (bit-vectors), cell c of rank r < P holds x
+    when group(x) XOR r is zero on the low L - m bits (r's responsibility
+    shrinks one bit per step) and on every bit up to the highest bit where
+    virtual(c) and r differ (chunk c left r's responsibility at that bit's
+    step and kept its state since)."""
+    p, _, levels = split(n)
+    g = ix.bit_xor(virtual(x, p), r)
+    d = ix.bit_xor(virtual(c, p), r)
+    low = (g & (_bit(levels - m, n) - 1)) == 0
+    below_split = ix.either(g == 0, (g & -g) > d)
+    return ix.both(low, below_split)
+
+
+def _hd_writer(allreduce: bool):
+    """Fold from r + P; halving step k from r's partner across bit L-1-k;
+    doubling step k across bit k; unfold from r - P. Slot = chunk."""
+
+    def writer(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        k = s - f
+        halving = ix.hypercube_partner(r, levels - 1 - k)
+        later = ix.where(k - levels < levels, ix.hypercube_partner(r, k - levels), r - p) if allreduce else r - p
+        return ix.where(s < f, r + p, ix.where(k < levels, halving, later)), c
+
+    return writer
+
+
+def halving_doubling(collective: str) -> Invariant:
+    """With P, E, L as in recursive doubling: the fold reduces rank P + i
+    into rank i; after m halving steps rank r < P holds, for each chunk, the
+    ranks given by :func:`_hd_halved`; after m doubling steps the chunks
+    agreeing with r above bit m - 1 are complete; the unfold gives extra rank
+    P + i everything (all-reduce) or its chunk P + i (reduce-scatter)."""
+    allreduce = collective == "allreduce"
+
+    def holds(n, s, r, c, x, k):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        m = _clamp(s - f, 0, levels)
+        halved = _hd_halved(n, m, r, c, x)
+        if allreduce:
+            m2 = _clamp(s - f - levels, 0, levels)
+            doubled = ix.both(s >= f + levels, ix.shift_right(virtual(c, p), m2) == ix.shift_right(r, m2))
+            halved = ix.where(doubled, True, halved)
+        low = ix.where(s < f, x == r, halved)
+        done = ix.both(s >= 2 * f + (2 if allreduce else 1) * levels, True if allreduce else c == r)
+        return ix.both(k == c, ix.where(r < p, low, ix.either(done, x == r)))
+
+    writer = _hd_writer(allreduce)
+    return Invariant(_always, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
+
+
+def recursive_doubling_allgather() -> Invariant:
+    """Rank r < P has, after the fold and m exchanges, the chunks c whose
+    virtual rank agrees with r above bit m - 1 (before the fold: chunk r);
+    extra rank P + i has its own chunk until the unfold brings the rest."""
+
+    def defined(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        m = _clamp(s - f, 0, levels)
+        low = ix.where(s < f, c == r, ix.shift_right(virtual(c, p), m) == ix.shift_right(r, m))
+        return ix.where(r < p, low, ix.either(s >= 2 * f + levels, c == r))
+
+    def holds(n, s, r, c, x, k):
+        return ix.both(defined(n, s, r, c), x == c, k == c)
+
+    def writer(n, s, r, c):
+        p, e, levels = split(n)
+        f = ix.where(e > 0, 1, 0)
+        return ix.where(s < f, r + p, ix.where(s < f + levels, ix.hypercube_partner(r, s - f), r - p)), c
+
+    return Invariant(defined, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c))
+
+
 # -- options ---------------------------------------------------------------------------------
 
 def _rooted(build):
@@ -196,7 +378,10 @@ INVARIANTS = {
     ("ring", "allreduce"): lambda: ring_allreduce(0),
     ("ring", "reduce_scatter"): lambda: ring_allreduce(0, phases=1),
     ("ring", "allgather"): ring_allgather,
+    ("ring", "broadcast"): chain_broadcast,
+    ("ring", "reduce"): chain_reduce,
     ("ring-seed", "allreduce"): lambda: ring_allreduce(1),
+    ("ring-seed", "reduce_scatter"): lambda: ring_seed_reduce_scatter(),
     ("direct", "allreduce"): lambda: direct("allreduce"),
     ("direct", "reduce_scatter"): lambda: direct("reduce_scatter"),
     ("direct", "allgather"): lambda: direct("allgather"),
@@ -204,14 +389,35 @@ INVARIANTS = {
     ("direct", "broadcast"): direct_broadcast,
     ("direct", "reduce"): direct_reduce,
     ("hub", "allreduce"): hub,
+    ("hub", "broadcast"): direct_broadcast,
+    ("hub", "reduce"): direct_reduce,
     ("binary-tree", "allreduce"): tree_allreduce,
+    ("binary-tree", "reduce"): tree_reduce,
+    ("binary-tree", "broadcast"): tree_broadcast,
     ("recursive-doubling", "allreduce"): recursive_doubling_allreduce,
+    ("recursive-doubling", "allgather"): recursive_doubling_allgather,
+    ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
+    ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
 }
 
 
-def invariant(algorithm: str, collective: str, root=None) -> Invariant:
-    """The invariant of a built-in algorithm (``root`` for rooted ones)."""
+#: rooted programs proved at root 0 by induction and for every other root as
+#: a renaming of that instance (:func:`collspec.proofs.induction.rotation_queries`):
+#: (algorithm, collective) -> the code's (position, rank) renaming. A
+#: symbolic root puts a division by symbolic N into every bit-vector query,
+#: which Z3 did not decide in minutes.
+ROTATED = {
+    ("binary-tree", "reduce"): (tree_gen._position, tree_gen._rank),
+    ("binary-tree", "broadcast"): (tree_gen._position, tree_gen._rank),
+}
+
+
+def invariant(algorithm: str, collective: str, root=None, params=None) -> Invariant:
+    """The invariant of a built-in algorithm. Rooted ones take ``root`` (or
+    ``params["root"]``): the value (a Z3 variable in a proof) of the
+    program's option, as :func:`collspec.models.program.symbolic` returns
+    it. hierarchical-ring's is :func:`collspec.proofs.hierarchical.pair_invariant`."""
     made = INVARIANTS[(algorithm, collective)]()
-    if isinstance(made, tuple):
-        return made[1](root)
+    if isinstance(made, tuple):  # ("rooted", build)
+        return made[1](dict(params or {}).get("root", root))
     return made

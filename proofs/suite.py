@@ -11,8 +11,12 @@ exactly-once                               and reduces add into the same index, 
                                            over the algorithm's own transfer function
                                            (:mod:`collspec.proofs.induction`); "all N>=2" on
                                            integers, "all N<=65536" on bit-vectors (the most
-                                           ranks the generators accept), plus "all roots" or
-                                           "all group sizes" where those are symbolic too
+                                           ranks the generators accept), plus "all roots"
+                                           where the root is symbolic too (the rooted trees:
+                                           at root 0, then every root as a renaming)
+hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
+allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
+                             sizes         (:mod:`collspec.proofs.hierarchical`)
 builtin.<algorithm>          N<=K          every built-in schedule computes its collective for
                                            all inputs (:mod:`collspec.proofs.schedules`)
 <dtype>.ring-differs         N=3           inputs where the ring's float result is not the
@@ -47,8 +51,8 @@ import z3
 
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import ring as ring_gen
-from ..models.program import BITVEC
-from . import floating, induction, invariants, lower_bound, nccl_trees, ring, schedules
+from ..models.program import BITVEC, symbolic
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_trees, ring, schedules
 from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
 
 ALL_N = "all N>=2"
@@ -128,6 +132,7 @@ def suite(full: bool = False) -> list[Proof]:
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
     ]
+    proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
             f"builtin.{algorithm}",
@@ -177,7 +182,7 @@ def induction_scope(algorithm: str, collective: str) -> str:
     made = program(algorithm, collective)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
-    extra = invariants.invariant(algorithm, collective, 0).scope
+    extra = invariants.invariant(algorithm, collective, params={"root": 0}).scope
     return ", ".join(parts + ([extra] if extra else []))
 
 
@@ -185,15 +190,31 @@ def induction_scope(algorithm: str, collective: str) -> str:
 OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
 
 
+def _hierarchical_proof() -> Outcome:
+    """The induction on hierarchical-ring's pair program, G and L symbolic,
+    and the renaming to the generator's ranks and chunks (:mod:`collspec.proofs.hierarchical`)."""
+    made = hierarchical.pair_program(1, 1)
+    v = symbolic(made)[1]
+    return run_queries([
+        induction.spec_check("allreduce"),
+        *induction.queries(made, hierarchical.pair_invariant(v["groups"], v["size"])),
+        *hierarchical.renaming_queries(),
+    ])
+
+
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
         made = program(algorithm, collective)
-        root = None
-        if "root" in made.params:
-            from ..models.program import symbolic
-
-            root = symbolic(made)[1]["root"]
-        return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, root))])
+        if (algorithm, collective) in invariants.ROTATED:
+            zero = induction.at_root_zero(made)
+            return run_queries([
+                induction.spec_check(collective),
+                *induction.queries(zero, invariants.invariant(algorithm, collective, root=0)),
+                *induction.rotation_queries(made, *invariants.ROTATED[(algorithm, collective)]),
+            ])
+        v = symbolic(made)[1]
+        params = {name: v[name] for name in made.params}
+        return run_queries([induction.spec_check(collective), *induction.queries(made, invariants.invariant(algorithm, collective, params=params))])
 
     return run
 

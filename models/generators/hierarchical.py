@@ -13,7 +13,10 @@ it). The vector is cut into L blocks of G chunks (chunk c is in block c // G).
 
 Traffic per rank is 2(N-1)/N of the vector, the lower bound, while only
 2(G-1) of the 2(L-1) + 2(G-1) hops cross group boundaries. The ring index
-formulas are :mod:`collspec.models.indexing`'s, applied within each ring.
+formulas are :mod:`collspec.models.indexing`'s, applied within each ring
+(written with ``wrap`` rather than ``%``, so that the proof for every node
+count and group size is linear arithmetic: :func:`pair_transfer` works on
+(group, local index) coordinates and the transfer function joins them).
 The intra-group hops move a whole block, so the schedule declares a link
 capacity of G chunks.
 
@@ -42,29 +45,53 @@ def phase_lengths(n, size):
     return (size - 1, groups - 1, groups - 1, size - 1)
 
 
+def pair_transfer(groups, size, s, g, l, j):
+    """The transfer of slot j of rank (group g, local index l) at step s, in
+    coordinates: ``(active, (dst group, dst local), (block, chunk) read,
+    (block, chunk) written, op)``, a chunk being chunk i of block b. Only
+    additions and comparisons of each coordinate with its own range (the
+    proofs evaluate it with G and L both symbolic, where g * L + l would be
+    nonlinear). The ring formulas are :mod:`collspec.models.indexing`'s
+    (``ring_next``, ``ring_rs_send``, ``ag_send`` with ``ring_owner``)
+    written with :func:`~collspec.models.indexing.wrap` instead of ``%``
+    (the same values for hops inside their phase; tests compare them)."""
+    first = phase_lengths_of(groups, size)
+    k1 = s - first[0]
+    k2 = k1 - first[1]
+    k3 = k2 - first[2]
+    intra_next = (g, ix.wrap(l + 1, size))
+    inter_next = (ix.wrap(g + 1, groups), l)
+    rs_block = (ix.wrap(l - 1 - s, size), j)
+    ag_block = (ix.wrap(l - k3, size), j)
+    rs_chunk = (l, ix.wrap(g - 1 - k1, groups))
+    ag_chunk = (l, ix.wrap(g - k2, groups))
+    cases = [
+        (s < first[0], (True, intra_next, rs_block, REDUCE)),
+        (k1 < first[1], (j == 0, inter_next, rs_chunk, REDUCE)),
+        (k2 < first[2], (j == 0, inter_next, ag_chunk, COPY)),
+    ]
+    active, dst, chunk, op = True, intra_next, ag_block, COPY
+    for condition, (a, d, c, o) in reversed(cases):
+        active, op = ix.where(condition, a, active), ix.where(condition, o, op)
+        dst = tuple(ix.where(condition, x, y) for x, y in zip(d, dst))
+        chunk = tuple(ix.where(condition, x, y) for x, y in zip(c, chunk))
+    return active, dst, chunk, chunk, op
+
+
+def phase_lengths_of(groups, size):
+    """Hops of the four phases for G groups of L: L - 1, G - 1, G - 1, L - 1."""
+    return (size - 1, groups - 1, groups - 1, size - 1)
+
+
 def program(size=1) -> Program:
-    """The hierarchical ring for groups of ``size`` ranks (size divides N)."""
+    """The hierarchical ring for groups of ``size`` ranks (size divides N):
+    :func:`pair_transfer` on rank r = (r // L, r % L), rank (g, l) = g L + l,
+    chunk (b, i) = b G + i."""
 
     def transfer(n, s, r, j):
         groups = ix.floordiv(n, size)
-        g, l = ix.floordiv(r, size), r % size
-        intra_next = g * size + ix.ring_next(l, size)
-        inter_next = ix.ring_next(g, groups) * size + l
-        first = phase_lengths(n, size)
-        k1 = s - first[0]
-        k2 = k1 - first[1]
-        k3 = k2 - first[2]
-        block_rs = ix.ring_rs_send(l, s, size) * groups + j
-        block_ag = ix.ag_send(ix.ring_owner, l, k3, size) * groups + j
-        cases = [
-            (s < first[0], Transfer(True, intra_next, block_rs, block_rs, REDUCE)),
-            (k1 < first[1], Transfer(j == 0, inter_next, l * groups + ix.ring_rs_send(g, k1, groups), l * groups + ix.ring_rs_send(g, k1, groups), REDUCE)),
-            (k2 < first[2], Transfer(j == 0, inter_next, l * groups + ix.ag_send(ix.ring_owner, g, k2, groups), l * groups + ix.ag_send(ix.ring_owner, g, k2, groups), COPY)),
-        ]
-        result = Transfer(True, intra_next, block_ag, block_ag, COPY)
-        for condition, t in reversed(cases):
-            result = Transfer(*(ix.where(condition, a, b) for a, b in zip((t.active, t.dst, t.src_chunk, t.dst_chunk, t.op), (result.active, result.dst, result.src_chunk, result.dst_chunk, result.op))))
-        return result
+        active, (dg, dl), (sb, si), (db, di), op = pair_transfer(groups, size, s, ix.floordiv(r, size), r % size, j)
+        return Transfer(active, dg * size + dl, sb * groups + si, db * groups + di, op)
 
     def label(n, s):
         for phase, length in zip(PHASES, phase_lengths(n, size)):

@@ -30,12 +30,16 @@ def levels(n):
 
 
 def _position(r, root, n):
-    """Rank r's position in the tree rooted at ``root`` (r itself for root 0)."""
-    return r if _is_zero(root) else (r - root + n) % n
+    """Rank r's position in the tree rooted at ``root`` (r itself for root 0):
+    (r - root) mod n for ranks r, root < n, written as one conditional
+    subtraction (no division: a symbolic modulus is what made the rooted
+    bit-vector proofs time out)."""
+    return r if _is_zero(root) else ix.where(r >= root, r - root, r + n - root)
 
 
 def _rank(p, root, n):
-    return p if _is_zero(root) else (p + root) % n
+    """The rank at position p: (p + root) mod n for positions p < n."""
+    return p if _is_zero(root) else ix.where(p + root < n, p + root, p + root - n)
 
 
 def _is_zero(root) -> bool:

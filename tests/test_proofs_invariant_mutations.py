@@ -1,0 +1,230 @@
+"""Generator bugs planted in the algorithms the induction covers beyond the
+ring all-reduce: the ring's pipelined chains (broadcast, reduce) and the
+rooted binary trees. Each bug is in the transfer function the generator
+enumerates; the row's all-N proof must fail with a counterexample that
+names N (and the root where the bug needs one). The per-N check up to 16
+misses the N >= 17 ones, which is why the all-N rows exist."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collspec.models import indexing as ix
+from collspec.models.checker import check
+from collspec.models.generators import generate
+from collspec.models.generators import tree as tree_gen
+from collspec.proofs import invariants
+from collspec.proofs.solver import FAILED, PROVED
+from collspec.proofs.suite import run_proof, select, suite
+
+ORIGINAL_NEXT = ix.ring_next
+ORIGINAL_CHAIN_CHUNK = ix.chain_chunk
+ORIGINAL_UP = tree_gen._up
+ORIGINAL_DOWN = tree_gen._down
+ORIGINAL_RANK = tree_gen._rank
+
+
+def row(name):
+    (proof,) = select(suite(), name)
+    return run_proof(proof)
+
+
+def wrong_neighbour_from_17(r, n):
+    """ring_next, except that rank N - 2 sends to rank 1 when N >= 17 (to
+    rank 0 a reduce would still be right: any in-tree to the root is)."""
+    return ix.where(ix.both(n >= 17, r == n - 2), (r + 3) % n, ORIGINAL_NEXT(r, n))
+
+
+def drops_chunk_0_at_position_1(position, t):
+    """The second sender of a chain never forwards chunk 0."""
+    chunk = ORIGINAL_CHAIN_CHUNK(position, t)
+    return ix.where(ix.both(position == 1, chunk == 0), -1, chunk)
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_ring_chain_wrong_neighbour_from_17_fails_the_all_n_row(monkeypatch, collective):
+    monkeypatch.setattr(ix, "ring_next", wrong_neighbour_from_17)
+    for n in (2, 5, 16):
+        assert check(generate("ring", collective, n)).ok  # the per-N check cannot see it
+    assert not check(generate("ring", collective, 17)).ok
+    result = row(f"ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert "root" in result.counterexample
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_ring_chain_dropped_hop_fails_the_all_n_row(monkeypatch, collective):
+    monkeypatch.setattr(ix, "chain_chunk", drops_chunk_0_at_position_1)
+    assert not check(generate("ring", collective, 4)).ok
+    result = row(f"ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 3
+
+
+def tree_up_misdirected_from_17(n, t, r, j, root):
+    """The last position reduces into the position before it (a leaf that
+    sends in the same step, so the sum is lost) when N >= 17. (Into an
+    ancestor it would still be right: any in-tree to the root is.)"""
+    up = ORIGINAL_UP(n, t, r, j, root)
+    p = tree_gen._position(r, root, n)
+    wrong = tree_gen._rank(p - 1, root, n)
+    return dataclasses.replace(up, dst=ix.where(ix.both(n >= 17, p == n - 1), wrong, up.dst))
+
+
+def tree_down_drops_the_roots_second_child(n, t, r, j, root):
+    down = ORIGINAL_DOWN(n, t, r, j, root)
+    p = tree_gen._position(r, root, n)
+    return dataclasses.replace(down, active=ix.both(down.active, ix.either(p != 0, j == 0)))
+
+
+def rank_off_by_one_at_root_5(p, root, n):
+    """A renaming that is wrong only for root 5: the induction at root 0
+    cannot see it; the rotation query must."""
+    right = ORIGINAL_RANK(p, root, n)
+    if isinstance(root, int):
+        return right
+    return ix.where(ix.both(root == 5, p == 1), ix.where(right + 1 < n, right + 1, 0), right)
+
+
+def test_tree_reduce_wrong_parent_from_17_fails_the_all_n_row(monkeypatch):
+    monkeypatch.setattr(tree_gen, "_up", tree_up_misdirected_from_17)
+    for n in (2, 7, 16):
+        assert check(generate("binary-tree", "reduce", n)).ok
+    assert not check(generate("binary-tree", "reduce", 17)).ok
+    result = row("binary-tree.reduce-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+
+
+def test_tree_broadcast_dropped_hop_fails_the_all_n_row(monkeypatch):
+    monkeypatch.setattr(tree_gen, "_down", tree_down_drops_the_roots_second_child)
+    assert not check(generate("binary-tree", "broadcast", 3)).ok
+    result = row("binary-tree.broadcast-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 3
+
+
+@pytest.mark.parametrize("collective", ["reduce", "broadcast"])
+def test_tree_renaming_bug_at_one_root_fails_the_rotation_query(monkeypatch, collective):
+    monkeypatch.setattr(tree_gen, "_rank", rank_off_by_one_at_root_5)
+    result = row(f"binary-tree.{collective}-exactly-once")
+    assert result.status == FAILED
+    assert result.counterexample["root"] == 5
+    assert result.queries[-1][0].startswith("rotation:")
+
+
+#: the built-in algorithms issue 10 names (the NCCL models, added later, have their own rows)
+ISSUE_10 = ("ring", "ring-seed", "direct", "hub", "binary-tree", "hierarchical-ring", "recursive-doubling", "halving-doubling")
+
+
+def test_every_builtin_collective_has_an_all_n_row():
+    from collspec.models.generators import ALGORITHMS
+
+    rows = {p.name: p.scope for p in suite()}
+    for algorithm in ISSUE_10:
+        for collective in ALGORITHMS[algorithm]:
+            assert rows[f"{algorithm}.{collective}-exactly-once"].startswith("all N"), (algorithm, collective)
+    assert rows["hierarchical-ring.allreduce-exactly-once"] == "all N>=2, all group sizes"
+
+
+@pytest.mark.parametrize("name", ["ring.broadcast", "ring.reduce", "binary-tree.reduce", "binary-tree.broadcast", "hub.broadcast", "hub.reduce"])
+def test_new_rows_prove_for_every_root(name):
+    result = row(f"{name}-exactly-once")
+    assert result.status == PROVED and "all roots" in result.scope
+
+
+def test_ring_seed_reduce_scatter_is_proved_only_against_its_declared_ownership():
+    from collspec.models.generators import program
+    from collspec.proofs import induction
+    from collspec.proofs.solver import run_queries
+
+    default = run_queries(induction.queries(program("ring-seed", "reduce_scatter"), invariants.ring_allreduce(1, phases=1)))
+    assert default.status == FAILED and default.queries[-1][0].startswith("end:")
+    declared = row("ring-seed.reduce_scatter-exactly-once")
+    assert declared.status == PROVED and "rank r owns chunk r + 1" in declared.scope
+
+
+def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
+    """README's "Proved for all N" table lists every -exactly-once row of
+    the full suite, and no other, with the scope the suite gives it."""
+    import itertools
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    table = text[text.index("**Proved for all N**"): text.index("Every `-exactly-once` row is one induction")]
+    listed = {}
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or "exactly-once" not in cells[1]:
+            continue
+        scope = cells[2].strip().strip("`")
+        for name in re.findall(r"`([^`]*exactly-once)`", cells[1]):
+            parts = re.split(r"\{([^}]*)\}", name)
+            options = [p.split(",") if i % 2 else [p] for i, p in enumerate(parts)]
+            for combo in itertools.product(*options):
+                listed["".join(combo)] = scope
+    rows = {p.name: p.scope for p in suite(full=True) if "-exactly-once" in p.name}
+    assert listed == rows
+
+
+def test_tree_allreduce_with_its_phases_swapped_fails_the_all_n_row(monkeypatch):
+    """Broadcast first, reduce after: every step is a legal transfer, the
+    result is wrong."""
+    monkeypatch.setattr(tree_gen, "_up", lambda n, t, r, j, root: ORIGINAL_DOWN(n, t, r, j, root))
+    monkeypatch.setattr(tree_gen, "_down", lambda n, t, r, j, root: ORIGINAL_UP(n, t, r, j, root))
+    result = row("binary-tree.allreduce-exactly-once")
+    assert result.status == FAILED and "N" in result.counterexample
+
+
+def _pair_mutation(change):
+    from collspec.models.generators import hierarchical as gen
+
+    original = gen.pair_transfer
+
+    def mutated(groups, size, s, g, l, j):
+        return change(groups, size, s, g, l, j, *original(groups, size, s, g, l, j))
+
+    return gen, mutated
+
+
+def test_hierarchical_ring_with_a_wrong_inter_group_neighbour_from_17_groups_fails_its_all_n_row(monkeypatch):
+    """Group G - 2 sends its inter-group hops to group 1 instead of G - 1,
+    only with 17 groups or more."""
+
+    def change(groups, size, s, g, l, j, active, dst, read, written, op):
+        inter = ix.both(s >= size - 1, s < size - 1 + 2 * (groups - 1))
+        bad = ix.both(groups >= 17, inter, g == groups - 2)
+        return active, (ix.where(bad, 1, dst[0]), dst[1]), read, written, op
+
+    gen, mutated = _pair_mutation(change)
+    monkeypatch.setattr(gen, "pair_transfer", mutated)
+    for n, size in ((16, 1), (32, 2)):
+        assert check(generate("hierarchical-ring", "allreduce", n, group_size=size)).ok  # 16 groups: unseen
+    assert not check(generate("hierarchical-ring", "allreduce", 17, group_size=1)).ok
+    result = row("hierarchical-ring.allreduce-exactly-once")
+    assert result.status == FAILED and result.counterexample["groups"] >= 17
+
+
+def test_hierarchical_ring_with_a_dropped_inter_group_hop_fails_its_all_n_row(monkeypatch):
+    """Group 0 skips the first hop of the inter-group reduce-scatter."""
+
+    def change(groups, size, s, g, l, j, active, dst, read, written, op):
+        return ix.both(active, ix.either(s != size - 1, g != 0)), dst, read, written, op
+
+    gen, mutated = _pair_mutation(change)
+    monkeypatch.setattr(gen, "pair_transfer", mutated)
+    assert not check(generate("hierarchical-ring", "allreduce", 4, group_size=2)).ok
+    result = row("hierarchical-ring.allreduce-exactly-once")
+    assert result.status == FAILED and result.counterexample["groups"] >= 2
+
+
+def test_hierarchical_ring_formulas_are_the_ring_formulas_on_every_hop():
+    """pair_transfer writes ring_next, ring_rs_send and ag_send with wrap()
+    instead of %: the same value on every hop of its phase."""
+    for n in range(1, 12):
+        for r in range(n):
+            assert int(ix.wrap(r + 1, n)) == ix.ring_next(r, n)
+            assert int(ix.wrap(r - 1, n)) == ix.ring_prev(r, n)
+            for s in range(n - 1):
+                assert int(ix.wrap(r - 1 - s, n)) == ix.ring_rs_send(r, s, n)
+                assert int(ix.wrap(r - s, n)) == ix.ag_send(ix.ring_owner, r, s, n)
