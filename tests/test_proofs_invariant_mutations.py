@@ -228,3 +228,86 @@ def test_hierarchical_ring_formulas_are_the_ring_formulas_on_every_hop():
             for s in range(n - 1):
                 assert int(ix.wrap(r - 1 - s, n)) == ix.ring_rs_send(r, s, n)
                 assert int(ix.wrap(r - s, n)) == ix.ag_send(ix.ring_owner, r, s, n)
+
+
+# -- the NCCL models' bounded rows (builtin.nccl-*) ------------------------------------------
+
+NCCL = {"nccl-ring": ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"), "nccl-tree": ("allreduce",), "nccl-pat": ("reduce_scatter", "allgather")}
+
+
+def test_nccl_models_have_bounded_rows_in_the_default_suite_with_their_option_sets():
+    from collspec.proofs.suite import BUILTIN_OPTIONS, _options
+
+    rows = {p.name: p for p in suite()}
+    for algorithm, collectives in NCCL.items():
+        proof = rows[f"builtin.{algorithm}"]
+        assert proof.scope == "N<=6" and ", ".join(collectives) in proof.statement
+        assert algorithm in BUILTIN_OPTIONS
+    assert "reversed ring" in rows["builtin.nccl-ring"].statement
+    assert _options("nccl-ring", "allreduce", False, 4)[1]["rings"] == [[0, 1, 2, 3], [3, 2, 1, 0]]
+    assert [o["aggregation"] for o in _options("nccl-pat", "allgather", False, 6)] == [1, 2, 4]
+    assert {p.name: p.scope for p in suite(full=True)}["builtin.nccl-tree"] == "N<=16"
+
+
+def _defaults_prove(algorithm, collective):
+    from collspec.proofs.schedules import prove_schedule
+
+    return all(prove_schedule(generate(algorithm, collective, n)).status == PROVED for n in range(1, 7))
+
+
+def test_nccl_ring_ignoring_the_second_channels_ring_fails_its_bounded_row(monkeypatch):
+    """Channel 1 forwards along the identity ring whatever ``rings`` says:
+    invisible with the default (identity) rings, caught by the row's
+    reversed-ring option set with a concrete input and wrong output."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring.Layout.rank_at
+    monkeypatch.setattr(nccl_ring.Layout, "rank_at", lambda self, c, i, n: ix.where(c == 1, i, original(self, c, i, n)))
+    assert _defaults_prove("nccl-ring", "allreduce")
+    result = row("builtin.nccl-ring")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
+    assert result.queries[-1][0] == "every output of nccl-ring allreduce, 2 ranks, 2 channels, chunk 1, 5 elements is its allreduce"
+    assert result.counterexample["inputs"] == {"x[1,4]": 1}  # element 4 is channel 1's
+
+
+def test_nccl_tree_dropping_a_copy_on_the_fourth_channel_fails_its_bounded_row(monkeypatch):
+    """The broadcast down to child 1 is skipped on channel 3 (tree 1): the
+    default 2 channels never use channel 3; the 4-channel option set does."""
+    from collspec.models.generators import nccl_tree
+
+    original = nccl_tree.tree_program
+
+    def mutated(channels=None, chunk=None, count=None):
+        made = original(channels, chunk, count)
+        K = made.meta["chunk"]
+
+        def transfer(n, s, r, j):
+            t = made.transfer(n, s, r, j)
+            dropped = ix.both(ix.floordiv(j, K * nccl_tree.ROLES) == 3, j % nccl_tree.ROLES == 2)
+            return dataclasses.replace(t, active=ix.both(t.active, ix.negate(dropped)))
+
+        return dataclasses.replace(made, transfer=transfer)
+
+    monkeypatch.setattr(nccl_tree, "tree_program", mutated)
+    assert _defaults_prove("nccl-tree", "allreduce")
+    result = row("builtin.nccl-tree")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
+
+
+def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeypatch):
+    """Without aggregation (A = 1) and N >= 4, the first step's message is
+    lost. NCCL's default aggregation at N = 4..6 is 2 or 4, so only the
+    row's every-aggregation option sets see it."""
+    from collspec.models.generators import nccl_pat
+
+    original = nccl_pat.hop
+
+    def mutated(n, t, i, aggregation):
+        s, b, used = original(n, t, i, aggregation)
+        return s, b, ix.both(used, ix.either(aggregation != 1, n < 4, t != 0))
+
+    monkeypatch.setattr(nccl_pat, "hop", mutated)
+    for collective in NCCL["nccl-pat"]:
+        assert _defaults_prove("nccl-pat", collective)
+    result = row("builtin.nccl-pat")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
