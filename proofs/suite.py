@@ -181,7 +181,7 @@ INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, 
 def induction_scope(algorithm: str, collective: str) -> str:
     """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
     program's other symbolic options and the invariant's extra premises."""
-    made = program(algorithm, collective)
+    made = invariants.proved_program(algorithm, collective)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
     extra = invariants.invariant(algorithm, collective, params={"root": 0}).scope
@@ -206,7 +206,7 @@ def _hierarchical_proof() -> Outcome:
 
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
-        made = program(algorithm, collective)
+        made = invariants.proved_program(algorithm, collective)
         if (algorithm, collective) in invariants.ROTATED:
             zero = induction.at_root_zero(made)
             return run_queries([

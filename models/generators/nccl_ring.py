@@ -95,10 +95,12 @@ class Layout:
     root: int
 
     @property
-    def per(self) -> int:
-        """Elements in every channel part but the last."""
-        share = -(-self.count // self.channels)
-        return -(-share // self.align) * self.align
+    def per(self):
+        """Elements in every channel part but the last: ``alignUp(divUp(count,
+        C), align)`` (an int; a Z3 term where ``count`` is one, as in
+        :func:`one_loop_program`'s proofs)."""
+        per = _align_up(_divup(self.count, self.channels), self.align)
+        return per if _is_z3(per) else int(per)
 
     def off(self, c):
         return c * self.per
@@ -136,7 +138,7 @@ class Layout:
 
     def loops(self, n, per_loop):
         """Loops of the largest channel part (channel 0's)."""
-        return _divup(min(self.per, self.count), per_loop)
+        return _divup(_min(self.per, self.count), per_loop)
 
 
 # -- the five transfer functions ---------------------------------------------------------------
@@ -286,6 +288,29 @@ def ring_program(collective: str, **options) -> Program:
         root=layout.root if collective in ("broadcast", "reduce") else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {layout.channels} channels, chunk {layout.chunk}, {layout.count} elements",
         meta={"channels": layout.channels, "chunk": layout.chunk, "count": layout.count},
+    )
+
+
+#: per collective, ``count`` in :func:`one_loop_program`: N elements, or 1 per rank
+ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allgather": lambda n: 1}
+
+
+def one_loop_program(collective: str) -> Program:
+    """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
+    the identity ring and exactly one loop: ``count`` N for all-reduce (the
+    option tied to the rank count, so a proof with N a solver variable has
+    every chunk non-empty), 1 per rank for reduce-scatter and all-gather.
+    The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
+    ``generate_ring(collective, n, channels=1, chunk=1, count=...)``'s (a
+    test compares them). What the all-N rows ``nccl-ring.*-exactly-once`` prove."""
+
+    def built(n):
+        return BUILDERS[collective](Layout(collective, ONE_LOOP_COUNT[collective](n), 1, 1, 1, None, 0))
+
+    return Program(
+        ALGORITHM, collective, lambda n: n, lambda n: built(n)[0](n), lambda n: 1, lambda n, s, r, j: built(n)[1](n, s, r, j),
+        lambda n, s: built(n)[2](n, s), lambda: one_loop_program(collective), capacity=_link_load,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk 1, one loop",
     )
 
 
