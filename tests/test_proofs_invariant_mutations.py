@@ -311,3 +311,68 @@ def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeyp
         assert _defaults_prove("nccl-pat", collective)
     result = row("builtin.nccl-pat")
     assert result.status == FAILED and result.counterexample["wrong_outputs"]
+
+
+# -- nccl-ring's all-N rows (one loop) -----------------------------------------------------------
+
+
+def test_one_loop_program_is_the_generators_schedule():
+    """What the nccl-ring rows prove is the generator's schedule at 1
+    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step."""
+    import numpy as np
+
+    from collspec.models.generators import nccl_ring
+
+    for collective in ("allreduce", "reduce_scatter", "allgather"):
+        for n in range(1, 10):
+            proved = nccl_ring.one_loop_program(collective).schedule(n)
+            built = generate("nccl-ring", collective, n, channels=1, chunk=1, count=nccl_ring.ONE_LOOP_COUNT[collective](n))
+            assert (proved.chunks, len(proved.steps)) == (built.chunks, len(built.steps))
+            for a, b in zip(proved.steps, built.steps):
+                assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
+
+
+def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
+    rows = {p.name: p.scope for p in suite()}
+    assert rows["nccl-ring.allreduce-exactly-once"] == "all N>=2, 1 channel, chunk 1, count N (one loop)"
+    for collective in ("reduce_scatter", "allgather"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, 1 channel, chunk 1, count 1 per rank (one loop)"
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "allgather"])
+def test_nccl_ring_wrong_neighbour_from_17_fails_the_all_n_row(monkeypatch, collective):
+    """Ring index N - 2 sends to N + 1 mod N instead of N - 1, only for N >= 17."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring.Layout.next
+    monkeypatch.setattr(nccl_ring.Layout, "next", lambda self, c, r, n: ix.where(ix.both(n >= 17, r == n - 2), (r + 3) % n, original(self, c, r, n)))
+    count = nccl_ring.ONE_LOOP_COUNT[collective]
+    for n in (2, 5, 16):
+        assert check(generate("nccl-ring", collective, n, channels=1, chunk=1, count=count(n))).ok
+    assert not check(generate("nccl-ring", collective, 17, channels=1, chunk=1, count=count(17))).ok
+    result = row(f"nccl-ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+
+
+def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_n_row(monkeypatch):
+    """In the all-gather half every rank sends the chunk after the one it
+    should (cell + 1 mod N, one loop of N one-element chunks): it forwards
+    a chunk it has not finished."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring._allreduce
+
+    def mutated(layout):
+        steps, transfer, label = original(layout)
+
+        def shifted(n, s, r, j):
+            t = transfer(n, s, r, j)
+            cell = ix.where(s >= n - 1, (t.src_chunk + 1) % n, t.src_chunk)
+            return dataclasses.replace(t, src_chunk=cell, dst_chunk=cell)
+
+        return steps, shifted, label
+
+    monkeypatch.setitem(nccl_ring.BUILDERS, "allreduce", mutated)
+    assert not check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=4)).ok
+    result = row("nccl-ring.allreduce-exactly-once")
+    assert result.status == FAILED and "N" in result.counterexample
