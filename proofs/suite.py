@@ -14,11 +14,15 @@ exactly-once                               and reduces add into the same index, 
                                            ranks the generators accept), plus "all roots"
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
+nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (all-reduce, reduce-
+exactly-once                 one loop      scatter, all-gather) at 1 channel, chunk 1, one
+                                           loop (count N, or 1 per rank)
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
                              sizes         (:mod:`collspec.proofs.hierarchical`)
 builtin.<algorithm>          N<=K          every built-in schedule computes its collective for
-                                           all inputs (:mod:`collspec.proofs.schedules`)
+                                           all inputs (:mod:`collspec.proofs.schedules`); the
+                                           NCCL models with several option sets each
 <dtype>.ring-differs         N=3           inputs where the ring's float result is not the
                                            rank-order sum (:mod:`collspec.proofs.floating`)
 <dtype>.two-ranks-agree      N=2           ... while for two ranks it always is
