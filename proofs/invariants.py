@@ -403,6 +403,8 @@ INVARIANTS = {
     ("nccl-ring", "allreduce"): lambda: _scoped(ring_allreduce(0), ONE_LOOP["allreduce"]),
     ("nccl-ring", "reduce_scatter"): lambda: _scoped(ring_allreduce(0, phases=1), ONE_LOOP["reduce_scatter"]),
     ("nccl-ring", "allgather"): lambda: _scoped(ring_allgather(), ONE_LOOP["allgather"]),
+    ("nccl-ring", "broadcast"): lambda: _scoped_rooted(chain_broadcast(), ONE_LOOP["broadcast"]),
+    ("nccl-ring", "reduce"): lambda: _scoped_rooted(chain_reduce(), ONE_LOOP["reduce"]),
 }
 
 #: what the nccl-ring rows cover, in their scope (:func:`collspec.models.generators.nccl_ring.one_loop_program`)
@@ -410,7 +412,13 @@ ONE_LOOP = {
     "allreduce": "1 channel, chunk 1, count N (one loop)",
     "reduce_scatter": "1 channel, chunk 1, count 1 per rank (one loop)",
     "allgather": "1 channel, chunk 1, count 1 per rank (one loop)",
+    "broadcast": "1 channel, chunk 1, count N",
+    "reduce": "1 channel, chunk 1, count N",
 }
+
+
+def _scoped_rooted(made, scope: str):
+    return _rooted(lambda root: _scoped(made[1](root), scope))
 
 
 def _scoped(made: Invariant, scope: str) -> Invariant:

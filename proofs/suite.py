@@ -14,8 +14,8 @@ exactly-once                               and reduces add into the same index, 
                                            ranks the generators accept), plus "all roots"
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
-nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (all-reduce, reduce-
-exactly-once                 one loop      scatter, all-gather) at 1 channel, chunk 1, one
+nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every collective; the
+exactly-once                 one loop      chains for all roots) at 1 channel, chunk 1, one
                                            loop (count N, or 1 per rank)
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function

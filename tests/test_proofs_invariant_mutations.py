@@ -323,13 +323,15 @@ def test_one_loop_program_is_the_generators_schedule():
 
     from collspec.models.generators import nccl_ring
 
-    for collective in ("allreduce", "reduce_scatter", "allgather"):
+    for collective in NCCL["nccl-ring"]:
         for n in range(1, 10):
-            proved = nccl_ring.one_loop_program(collective).schedule(n)
-            built = generate("nccl-ring", collective, n, channels=1, chunk=1, count=nccl_ring.ONE_LOOP_COUNT[collective](n))
-            assert (proved.chunks, len(proved.steps)) == (built.chunks, len(built.steps))
-            for a, b in zip(proved.steps, built.steps):
-                assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
+            for root in range(n) if collective in ("broadcast", "reduce") else [0]:
+                options = {"root": root} if collective in ("broadcast", "reduce") else {}
+                proved = nccl_ring.one_loop_program(collective, root).schedule(n)
+                built = generate("nccl-ring", collective, n, channels=1, chunk=1, count=nccl_ring.ONE_LOOP_COUNT[collective](n), **options)
+                assert (proved.chunks, len(proved.steps), proved.root) == (built.chunks, len(built.steps), built.root)
+                for a, b in zip(proved.steps, built.steps):
+                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
 
 
 def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
@@ -337,9 +339,11 @@ def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
     assert rows["nccl-ring.allreduce-exactly-once"] == "all N>=2, 1 channel, chunk 1, count N (one loop)"
     for collective in ("reduce_scatter", "allgather"):
         assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, 1 channel, chunk 1, count 1 per rank (one loop)"
+    for collective in ("broadcast", "reduce"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, all roots, 1 channel, chunk 1, count N"
 
 
-@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "allgather"])
+@pytest.mark.parametrize("collective", NCCL["nccl-ring"])
 def test_nccl_ring_wrong_neighbour_from_17_fails_the_all_n_row(monkeypatch, collective):
     """Ring index N - 2 sends to N + 1 mod N instead of N - 1, only for N >= 17."""
     from collspec.models.generators import nccl_ring

@@ -292,24 +292,28 @@ def ring_program(collective: str, **options) -> Program:
 
 
 #: per collective, ``count`` in :func:`one_loop_program`: N elements, or 1 per rank
-ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allgather": lambda n: 1}
+ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allgather": lambda n: 1, "broadcast": lambda n: n, "reduce": lambda n: n}
 
 
-def one_loop_program(collective: str) -> Program:
+def one_loop_program(collective: str, root=0) -> Program:
     """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
     the identity ring and exactly one loop: ``count`` N for all-reduce (the
     option tied to the rank count, so a proof with N a solver variable has
-    every chunk non-empty), 1 per rank for reduce-scatter and all-gather.
-    The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
-    ``generate_ring(collective, n, channels=1, chunk=1, count=...)``'s (a
-    test compares them). What the all-N rows ``nccl-ring.*-exactly-once`` prove."""
+    every chunk non-empty), 1 per rank for reduce-scatter and all-gather, N
+    one-element chunks for broadcast and reduce from ``root`` (a Z3 variable
+    in the proofs). The transfer is :data:`BUILDERS`'s own, on that layout;
+    its schedule is ``generate_ring(collective, n, channels=1, chunk=1,
+    count=..., root=...)``'s (a test compares them). What the all-N rows
+    ``nccl-ring.*-exactly-once`` prove."""
 
     def built(n):
-        return BUILDERS[collective](Layout(collective, ONE_LOOP_COUNT[collective](n), 1, 1, 1, None, 0))
+        return BUILDERS[collective](Layout(collective, ONE_LOOP_COUNT[collective](n), 1, 1, 1, None, root))
 
+    rooted = collective in ("broadcast", "reduce")
     return Program(
         ALGORITHM, collective, lambda n: n, lambda n: built(n)[0](n), lambda n: 1, lambda n, s, r, j: built(n)[1](n, s, r, j),
-        lambda n, s: built(n)[2](n, s), lambda: one_loop_program(collective), capacity=_link_load,
+        lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root), params={"root": root} if rooted else {},
+        capacity=_link_load, root=root if rooted else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk 1, one loop",
     )
 
