@@ -421,6 +421,36 @@ def _scoped_rooted(made, scope: str):
     return _rooted(lambda root: _scoped(made[1](root), scope))
 
 
+def nccl_ring_channels(channels: int) -> Invariant:
+    """nccl-ring's all-reduce on ``channels`` C channels of N one-element
+    chunks each (count C N, one loop per channel): channel h owns cells
+    h N .. h N + N - 1 and runs ``ring_allreduce(0)`` on them, on its own slot
+    h; no contribution crosses channels."""
+    from dataclasses import replace
+
+    ring = ring_allreduce(0)
+
+    def channel(n, c):
+        h = 0
+        for i in range(1, channels):
+            h = ix.where(c >= i * n, i, h)
+        return h
+
+    def local(n, c):
+        return c - channel(n, c) * n
+
+    def prev(n, s, r, c, *rest):
+        return ix.ring_prev(r, n), channel(n, c)
+
+    return replace(
+        ring,
+        holds=lambda n, s, r, c, x, k: ix.both(channel(n, c) == channel(n, k), ring.holds(n, s, r, local(n, c), x, local(n, k))),
+        writer=prev,
+        source=prev,
+        scope=f"{channels} channels, chunk 1, count {channels}N (one loop each)",
+    )
+
+
 def _scoped(made: Invariant, scope: str) -> Invariant:
     from dataclasses import replace
 

@@ -137,6 +137,8 @@ def suite(full: bool = False) -> list[Proof]:
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
     ]
+    if full:  # ~5 s: only under --full
+        proofs.append(Proof(CHANNELS_ROW, f"{ALL_N}, {invariants.nccl_ring_channels(2).scope}", INDUCTION_STATEMENT, _nccl_channels_proof))
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
@@ -194,6 +196,17 @@ def induction_scope(algorithm: str, collective: str) -> str:
 
 #: how a symbolic option reads in a scope
 OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
+
+
+#: the one row only ``--full`` runs: nccl-ring's all-reduce on 2 channels for all N
+CHANNELS_ROW = "nccl-ring.allreduce-channels-exactly-once"
+
+
+def _nccl_channels_proof() -> Outcome:
+    """nccl-ring's all-reduce, 2 channels of one loop each, for all N."""
+    from ..models.generators import nccl_ring
+
+    return run_queries([induction.spec_check("allreduce"), *induction.queries(nccl_ring.one_loop_program("allreduce", channels=2), invariants.nccl_ring_channels(2))])
 
 
 def _hierarchical_proof() -> Outcome:

@@ -380,3 +380,35 @@ def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_
     assert not check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=4)).ok
     result = row("nccl-ring.allreduce-exactly-once")
     assert result.status == FAILED and "N" in result.counterexample
+
+
+def test_nccl_ring_channels_row_is_full_only_and_proves_the_generators_two_channel_schedule():
+    import numpy as np
+
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    assert CHANNELS_ROW not in {p.name for p in suite()}
+    (proof,) = select(suite(full=True), CHANNELS_ROW)
+    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each)"
+    for n in range(1, 8):
+        proved = nccl_ring.one_loop_program("allreduce", channels=2).schedule(n)
+        built = generate("nccl-ring", "allreduce", n, channels=2, chunk=1, count=2 * n)
+        assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
+        for a, b in zip(proved.steps, built.steps):
+            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
+
+
+def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_row(monkeypatch):
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    original = nccl_ring.Layout.next
+    bad = lambda self, c, r, n: ix.where(ix.both(c == 1, n >= 17, r == n - 2), (r + 3) % n, original(self, c, r, n))  # noqa: E731
+    monkeypatch.setattr(nccl_ring.Layout, "next", bad)
+    assert check(generate("nccl-ring", "allreduce", 16, channels=2, chunk=1, count=32)).ok
+    assert not check(generate("nccl-ring", "allreduce", 17, channels=2, chunk=1, count=34)).ok
+    assert row("nccl-ring.allreduce-exactly-once").status == PROVED  # one channel: channel 1 unused
+    (proof,) = select(suite(full=True), CHANNELS_ROW)
+    result = run_proof(proof)
+    assert result.status == FAILED and result.counterexample["N"] >= 17

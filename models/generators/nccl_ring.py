@@ -295,7 +295,7 @@ def ring_program(collective: str, **options) -> Program:
 ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allgather": lambda n: 1, "broadcast": lambda n: n, "reduce": lambda n: n}
 
 
-def one_loop_program(collective: str, root=0) -> Program:
+def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
     the identity ring and exactly one loop: ``count`` N for all-reduce (the
     option tied to the rank count, so a proof with N a solver variable has
@@ -304,17 +304,18 @@ def one_loop_program(collective: str, root=0) -> Program:
     in the proofs). The transfer is :data:`BUILDERS`'s own, on that layout;
     its schedule is ``generate_ring(collective, n, channels=1, chunk=1,
     count=..., root=...)``'s (a test compares them). What the all-N rows
-    ``nccl-ring.*-exactly-once`` prove."""
+    ``nccl-ring.*-exactly-once`` prove. ``channels`` C > 1 (all-reduce):
+    count C N, one loop on each channel (``--full``'s channels row)."""
 
     def built(n):
-        return BUILDERS[collective](Layout(collective, ONE_LOOP_COUNT[collective](n), 1, 1, 1, None, root))
+        return BUILDERS[collective](Layout(collective, channels * ONE_LOOP_COUNT[collective](n), channels, 1, 1, None, root))
 
     rooted = collective in ("broadcast", "reduce")
     return Program(
-        ALGORITHM, collective, lambda n: n, lambda n: built(n)[0](n), lambda n: 1, lambda n, s, r, j: built(n)[1](n, s, r, j),
-        lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root), params={"root": root} if rooted else {},
+        ALGORITHM, collective, lambda n: channels * n, lambda n: built(n)[0](n), lambda n: channels, lambda n, s, r, j: built(n)[1](n, s, r, j),
+        lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root, channels), params={"root": root} if rooted else {},
         capacity=_link_load, root=root if rooted else None,
-        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk 1, one loop",
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {channels} channel{'s' * (channels > 1)}, chunk 1, one loop",
     )
 
 
