@@ -56,10 +56,11 @@ Decisions the contracts left open:
   are named (``hang``, or ``crash`` when a peer raised and left them
   waiting); a rank that dies is named with its exit code or signal
   (``crash``). Only then is every process of the run killed and the ranks
-  restarted from the next case, at most
-  :data:`~collspec.conformance.runner.MAX_RESTARTS` times; later cases are
-  reported ``not-run``. A backend that raised while every rank returned
-  costs no restart: the run simply goes on.
+  restarted from the next case: always after a crash (every case gets a
+  verdict), after at most :data:`~collspec.conformance.runner.MAX_RESTARTS`
+  hangs (each costs ``--timeout``); cases after that are reported
+  ``not-run`` with that reason. A backend that raised while every rank
+  returned costs no restart: the run simply goes on.
 - **Known findings**: a built-in backend that disagrees with the spec keeps
   the violation in the report, marked ``known`` with a warning severity
   (:mod:`.findings`); ``--strict`` counts it as an error.

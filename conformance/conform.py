@@ -149,6 +149,10 @@ def conform(
 
     def marked(outcome: runner.Outcome) -> runner.Outcome:
         violations = findings.mark(name, outcome.violations, strict)
+        algorithm = outcome.case.algorithm if outcome.case is not None else None
+        if algorithm is not None:  # every violation of a case names its algorithm (the checks do not know it)
+            violations = [v if "algorithm" in v.details else replace(v, details={**v.details, "algorithm": algorithm})
+                          for v in violations]
         status = outcome.status
         if status == "fail" and not any(v.is_error for v in violations):
             status = "finding"
@@ -167,7 +171,7 @@ def conform(
 
         settings = runner.Settings(spec, world_size, cases, timeout, launcher, list(launcher_args or []), variables=variables, expect_bits=expect_bits)
         results.append(runner.run(settings, record))
-        outcomes += _ignored(spec, mine, results[-1].output)
+        outcomes += _ignored(spec, _init_aborted(spec, mine, results[-1].output), results[-1].output)
         offset += len(cases)
     outcomes = _reproducible(outcomes)
     outcomes.sort(key=lambda o: (o.index, o.case is not None))
@@ -230,6 +234,65 @@ def _tagged(outcome: runner.Outcome, cases: list) -> runner.Outcome:
     return replace(outcome, violations=[
         replace(v, message=f"{collective}/alg={algorithm}: {v.message}",
                 details={**v.details, "collective": collective, "algorithm": algorithm}) for v in outcome.violations])
+
+
+def _init_aborted(spec, outcomes: list[runner.Outcome], output: str) -> list[runner.Outcome]:
+    """A start forcing an algorithm whose ranks never got ready (``MPI_Init``
+    aborted, as MPICH does when its own start-up collectives refuse the forced
+    algorithm): every case of it not judged gets that verdict, with the
+    library's message, instead of ``not-run``. ``unsupported`` where the
+    message is the library refusing the algorithm (:attr:`.mpi_libs.Library.refusal`),
+    else the set-up failure's own kind (``crash`` or ``hang``)."""
+    setup = [o for o in outcomes if o.case is None and o.violations]
+    forced = [o.case.algorithm for o in outcomes if o.case is not None and o.case.algorithm != mpi_libs.DEFAULT]
+    if spec.library is None or not setup or not forced:
+        return outcomes
+    import re
+
+    failure = setup[0].violations[0]
+    stack = _error_stack(output)
+    lines = [line.strip() for line in failure.details.get("log", []) if line.strip() and not line.lstrip().startswith("[")]
+    said = stack[-1][1] if stack and stack[-1][1] else (lines or [failure.message])[-1]
+    refused = re.search(mpi_libs.library(spec.library).refusal, said) is not None
+    kind = "unsupported" if refused else failure.kind
+    where = " > ".join(name for name, _ in stack)
+    how = re.sub(r"^[^:]*: ", "", failure.message, count=1)
+    reason = f"MPI_Init aborted with the algorithm forced: {said} ({f'in {where}; ' if where else ''}{how})"[:600]
+    out = []
+    for outcome in outcomes:
+        if outcome.case is None and outcome.violations:
+            continue  # its violation moves to each case below
+        if outcome.case is not None and outcome.status == "not-run":
+            case = outcome.case
+            violation = Violation(kind, f"{case.id}: {reason}", severity="warning" if refused else "error",
+                                  details={**runner.case_details(case), "algorithm": case.algorithm, "ranks": [],
+                                           "phase": "setup", "reason": reason, "log": failure.details.get("log", [])})
+            outcome = replace(outcome, status=kind, violations=[violation], note=reason)
+        out.append(outcome)
+    return out
+
+
+def _error_stack(output: str) -> list[tuple[str, str]]:
+    r"""The first MPICH-style error stack in ``output`` (Intel MPI prints the
+    same): [(function, text), ...], outermost first.
+
+    >>> _error_stack("Abort(1) on node 0: Fatal error in internal_Init_thread: Other MPI error, error stack:\n"
+    ...              "internal_Init_thread(71)....: MPI_Init_thread(...) failed\nMPII_Init_thread(333).......: \n"
+    ...              "MPIR_Bcast_impl(405)........: User set collective algorithm is not usable\nnoise\n")
+    [('internal_Init_thread', 'MPI_Init_thread(...) failed'), ('MPII_Init_thread', ''), ('MPIR_Bcast_impl', 'User set collective algorithm is not usable')]
+    """
+    import re
+
+    at = output.find("error stack:")
+    if at < 0:
+        return []
+    stack = []
+    for line in output[at:].splitlines()[1:]:
+        match = re.match(r"\s*(\w+)\(\d+\)\.*:\s*(.*)$", line)
+        if match is None:
+            break
+        stack.append((match.group(1), match.group(2).strip()))
+    return stack
 
 
 def _ignored(spec, outcomes: list[runner.Outcome], output: str) -> list[runner.Outcome]:

@@ -14,7 +14,7 @@ unsupported −      the backend refused every case (never counted as a pass)
 n/a         ∅      every case not applicable (never counted as a pass)
 finding     !      a known disagreement with the spec (:mod:`.findings`)
 fail        ✗      a check failed, a rank hung, crashed or raised
-not-run     ·      not reached (after repeated hangs or crashes)
+not-run     ·      not reached (after too many hangs; the reason is in the case)
 =========== ====== ==============================================================
 
 A table cell shows one symbol when every op agrees, else the most common

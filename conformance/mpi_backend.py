@@ -20,7 +20,11 @@ In-place all-gather is ``MPI_IN_PLACE`` (same convention as NCCL). Equal
 blocks are ``MPI_Reduce_scatter_block`` and ``MPI_Allgather``; unequal blocks
 (``reduce_scatter_v``, ``all_gather_v``) are ``MPI_Reduce_scatter`` with
 counts and ``MPI_Allgatherv``, after the ranks exchange their block sizes
-(:data:`.mpi_libs.FUNCTIONS`: a forced algorithm is that function's).
+(:data:`.mpi_libs.FUNCTIONS`: a forced algorithm is that function's). The
+sizes go by ``MPI_Allgather`` of one int64 per rank, never by mpi4py's
+pickled ``allgather``: that one runs ``MPI_Allgatherv``, so a forced
+all-gather-v algorithm would run (and fail, or be refused) in this shim's
+own bookkeeping instead of in the case.
 Errors MPI raises for an operation or datatype it lacks (``MPI_ERR_OP``,
 ``MPI_ERR_TYPE``, ``MPI_ERR_UNSUPPORTED_OPERATION``) are refusals too, and so
 is an error whose text is the library refusing a forced algorithm
@@ -117,6 +121,14 @@ class Mpi:
                 raise NotImplementedError(f"MPI refused: {lines[-1] if lines else text}") from error
             raise
 
+    def _sizes(self, count: int) -> list[int]:
+        """Every rank's ``count``, by ``MPI_Allgather`` (never a function a v-form case forces)."""
+        import numpy as np
+
+        mine, every = np.array([count], dtype=np.int64), np.zeros(self.comm.Get_size(), dtype=np.int64)
+        self.comm.Allgather([mine, self.MPI.INT64_T], [every, self.MPI.INT64_T])
+        return every.tolist()
+
     def all_reduce(self, tensor, op: str = "sum") -> None:
         self._call(self.comm.Allreduce, self.MPI.IN_PLACE, self._buffer(tensor), op=self._op(op, tensor))
 
@@ -134,7 +146,7 @@ class Mpi:
 
     def reduce_scatter_v(self, output, input, op: str = "sum") -> None:
         self._refuse_in_place_scatter(output, input)
-        counts = self.comm.allgather(output.numel())
+        counts = self._sizes(output.numel())
         self._call(self.comm.Reduce_scatter, self._buffer(input), self._buffer(output), recvcounts=counts, op=self._op(op, input))
 
     def all_gather(self, output, input) -> None:
@@ -142,7 +154,7 @@ class Mpi:
         self._call(self.comm.Allgather, mine, self._buffer(output))
 
     def all_gather_v(self, output, input) -> None:
-        received = self._buffer(output, self.comm.allgather(input.numel()))
+        received = self._buffer(output, self._sizes(input.numel()))
         mine = self.MPI.IN_PLACE if self._in_place(output, input) else self._buffer(input)
         self._call(self.comm.Allgatherv, mine, received)
 

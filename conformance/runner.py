@@ -22,8 +22,12 @@ finished on every rank (after set-up for the first). Past it the case is a
 ranks that raised and the ones left waiting. A rank that dies is a
 ``crash`` naming it and its exit code or signal. Only after a hang or a
 death, every process of the run is killed (:mod:`.procs`) and the ranks are
-started afresh from the next case, at most :data:`MAX_RESTARTS` times; cases
-after that are reported ``not-run``. A failure during set-up (the backend cannot be loaded, its
+started afresh from the next case. A death costs seconds and each restart
+moves past the case that died, so after a crash the ranks are always
+restarted (an algorithm that aborts on every case gets a ``crash`` verdict on
+every case). A hang costs ``timeout`` seconds, so after :data:`MAX_RESTARTS`
+hangs the cases left are reported ``not-run``, with that reason in the
+outcome's ``note``. A failure during set-up (the backend cannot be loaded, its
 constructor raises, a rank never gets ready) ends the run: loading errors are
 bad input (exit 2), the others a ``crash`` or ``hang`` with every case
 ``not-run``.
@@ -53,6 +57,7 @@ from .data import guard
 from .procs import kill_tagged
 from .resolve import BackendSpec
 
+#: Restarts after a hang (each costs the case's timeout); after a crash there is no limit.
 MAX_RESTARTS = 8
 SETUP_TIMEOUT = 180.0
 
@@ -60,7 +65,8 @@ SETUP_TIMEOUT = 180.0
 @dataclass
 class Outcome:
     """What became of one case: ``pass``, ``fail``, ``unsupported``, ``n/a``, ``hang``, ``crash`` or
-    ``not-run``; ``note`` says why a case is ``n/a``."""
+    ``not-run``; ``note`` says why a case is ``n/a``, ``not-run`` (or, from
+    :mod:`.conform`, why a forced algorithm's ``MPI_Init`` aborted)."""
 
     index: int
     case: Case | None
@@ -111,7 +117,8 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
         outcomes.append(outcome)
         on_outcome(outcome)
 
-    restarts, loopback_only, position = 0, True, 0
+    restarts, hangs, loopback_only, position = 0, 0, True, 0
+    stopped = ""
     try:
         plan_path = _write_plan(run_dir, settings)
         while position < len(settings.cases):
@@ -127,7 +134,11 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
                 break
             finally:
                 started.stop()
-            if not failed or restarts == MAX_RESTARTS:
+            if not failed:
+                break
+            hangs += failed == "hang"
+            if hangs > MAX_RESTARTS:
+                stopped = f"not run: the ranks hung {hangs} times, the limit of restarts after a hang ({MAX_RESTARTS})"
                 break
             restarts += 1
     finally:
@@ -137,7 +148,7 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
     judged = {o.index for o in outcomes if o.case is not None}
     for index, case in enumerate(settings.cases):
         if index not in judged:
-            record(Outcome(index, case, "not-run"))
+            record(Outcome(index, case, "not-run", note=stopped))
     return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only,
                   time.monotonic() - began, output)
 
@@ -170,11 +181,11 @@ def _write_plan(run_dir: str, settings: Settings) -> str:
     return path
 
 
-def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position: int, record) -> tuple[int, bool]:
+def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position: int, record) -> tuple[int, str]:
     """Follow one start of the ranks until the cases run out or one fails.
 
-    Returns the index of the next case to run and whether a failure stopped
-    this start.
+    Returns the index of the next case to run and the kind of the failure
+    that stopped this start (``crash`` or ``hang``; "" when none did).
     """
     world, cases = settings.world, settings.cases
     reader = events.Reader(launch_dir, world)
@@ -207,14 +218,14 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
             current += 1
             deadline = time.monotonic() + settings.timeout
         if current >= len(cases):
-            return current, False
+            return current, ""
         dead = _dead(exits, gone)
         if dead:
             violation = _crash(settings, launch_dir, current, dead, done.get(current, {}), phase="setup" if len(ready) < world else None)
             if len(ready) < world:
                 raise _SetupFailed(violation)
             record(Outcome(current, cases[current], "crash", [violation]))
-            return current + 1, True
+            return current + 1, "crash"
         if time.monotonic() > deadline:
             if len(ready) < world:
                 missing = sorted(set(range(world)) - ready)
@@ -222,7 +233,7 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
                                              details={"ranks": missing, "phase": "setup"}))
             violation = _hang(settings, current, done.get(current, {}))
             record(Outcome(current, cases[current], violation.kind, [violation]))
-            return current + 1, True
+            return current + 1, "hang"
         pause = 0.001 if news else min(pause * 2, 0.02)
         time.sleep(pause)
 
@@ -245,11 +256,12 @@ def _list(ranks) -> str:
     return ", ".join(map(str, ranks))
 
 
-def _case_details(case: Case | None) -> dict:
+def case_details(case: Case | None) -> dict:
     if case is None:
         return {"phase": "setup"}
-    return {"case": case.id, "collective": case.collective, "dtype": case.dtype, "op": case.op, "size": case.count,
-            "inplace": case.inplace, "root": case.root, "seed": case.seed}
+    details = {"case": case.id, "collective": case.collective, "dtype": case.dtype, "op": case.op, "size": case.count,
+               "inplace": case.inplace, "root": case.root, "seed": case.seed}
+    return details if case.algorithm is None else {**details, "algorithm": case.algorithm}
 
 
 def _log_tail(launch_dir: str, rank: int, lines: int = 6) -> list[str]:
@@ -269,9 +281,32 @@ def _crash(settings, launch_dir, index, dead: dict[int, str], finished: dict, ph
     text = f"rank {first} died ({dead[first]}) {where}" if first >= 0 else f"{dead[first]} {where}"
     if len(dead) > 1:
         text += f"; then rank(s) {_list(r for r in dead if r != first)} ended too"
-    return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})",
-                     details={**_case_details(case), "ranks": [first] if first >= 0 else [],
-                              "how": dead[first], "log": _log_tail(launch_dir, first)})
+    said = _last_words(launch_dir, first)
+    return Violation("crash", f"{text} (unfinished: rank(s) {_list(unfinished)})" + (f": {said}" if said else ""),
+                     details={**case_details(case), "ranks": [first] if first >= 0 else [],
+                              "how": dead[first], "log": _log_tail(launch_dir, first),
+                              **({"said": said} if said else {})})
+
+
+#: A line in which a dying process says why (a failed assertion, an abort, a fatal signal).
+LAST_WORDS = r"Assertion failed|Assertion `|Fatal error|Segmentation fault|MPI_ABORT|Abort\(|Aborted"
+
+
+def _last_words(launch_dir: str, rank: int, limit: int = 65536) -> str:
+    """The first line of the rank's log (of this start) matching :data:`LAST_WORDS`, or "".
+
+    A backtrace's last lines are addresses; the reason is printed before them.
+    """
+    import re
+
+    name = f"rank{rank}.log" if rank >= 0 else "launcher.log"
+    try:
+        with open(os.path.join(launch_dir, name), "rb") as handle:
+            text = handle.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
+    match = re.search(rf"^.*(?:{LAST_WORDS}).*$", text, re.M)
+    return " ".join(match.group(0).split())[:300] if match else ""
 
 
 def _hang(settings: Settings, index: int, finished: dict) -> Violation:
@@ -285,13 +320,13 @@ def _hang(settings: Settings, index: int, finished: dict) -> Violation:
             "crash",
             f"{case.id}: rank(s) {_list(raised)} raised {reason}; rank(s) {_list(missing)} did not finish within "
             f"{settings.timeout:g} s (waiting in the collective for them)",
-            details={**_case_details(case), "ranks": raised, "reason": reason, "waiting": missing, "timeout": settings.timeout},
+            details={**case_details(case), "ranks": raised, "reason": reason, "waiting": missing, "timeout": settings.timeout},
         )
     return Violation(
         "hang",
         f"{case.id}: rank(s) {_list(missing)} did not finish within {settings.timeout:g} s"
         + (f" (rank(s) {_list(sorted(finished))} did)" if finished else ""),
-        details={**_case_details(case), "ranks": missing, "timeout": settings.timeout},
+        details={**case_details(case), "ranks": missing, "timeout": settings.timeout},
     )
 
 
@@ -308,7 +343,7 @@ def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, 
                 kind,
                 f"{case.id}: rank(s) {_list(ranks)} {verb} {reason}",
                 severity="error" if status == "error" else "warning",
-                details={**_case_details(case), "ranks": ranks, "reason": reason},
+                details={**case_details(case), "ranks": ranks, "reason": reason},
             )
             return Outcome(index, case, kind, [violation])
     if any(event["status"] == "n/a" for event in dones.values()):

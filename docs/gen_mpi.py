@@ -50,8 +50,9 @@ def record_of(result) -> dict:
     groups: dict[tuple, dict] = {}
     for v in result.report().violations:
         d = v.details
-        key = (d.get("collective", ""), d.get("algorithm") or "", v.kind,
-               _numbers(d.get("known") or d.get("reason") or re.sub(r"^\S+: ", "", v.message))[:240])
+        named = re.search(r"/alg=([^/]+)/", d.get("case") or v.message)
+        key = (d.get("collective", ""), d.get("algorithm") or (named.group(1) if named else ""), v.kind,
+               _numbers(d.get("known") or d.get("reason") or d.get("said") or re.sub(r"^\S+: ", "", v.message))[:400])
         entry = groups.setdefault(key, {"collective": key[0], "algorithm": key[1], "kind": v.kind,
                                         "severity": v.severity, "summary": key[3], "count": 0,
                                         "example": v.message[:400], "log": d.get("log", [])[-4:]})
@@ -94,7 +95,13 @@ All-gather runs `MPI_Allgatherv` and reduce-scatter `MPI_Reduce_scatter`
 
 Symbols as in docs/conformance.md: ✓ pass, − refused by the library
 (`unsupported`, never a pass), ½ some refused, ✗ a check failed or a rank
-crashed or hung, ! a known finding, · not run (after repeated crashes).
+crashed or hung, ! a known finding, · not run (only after too many hangs;
+each such case carries the reason). A rank that dies costs a restart of the
+ranks and the sweep goes on with the next case, so an algorithm that aborts
+on every call gets a `crash` verdict on every case. A forced algorithm with
+which `MPI_Init` itself aborts gets the verdict on every case of it, with
+the library's message: `unsupported` when the message is the library
+refusing the algorithm (MPICH's "not usable"), else `crash`.
 In-place reduce-scatter is refused by the MPI shim itself (`MPI_IN_PLACE`
 leaves the result at offset 0), avg by MPI (no such operation), bfloat16 by
 all three (`MPI_BFLOAT16_T` is null).
@@ -122,12 +129,70 @@ FINDINGS = """## Findings, in words
   rank order. The fixed decision sends non-commutative ops elsewhere
   (`coll_tuned_decision_fixed.c`: "If the operation is non commutative ...").
   The non-root ranks' buffers are untouched, as required: only the root is wrong.
+- **Open MPI 5.0.x, allgather `sparbit` with `MPI_IN_PLACE`: every rank
+  keeps only its own block.** `ompi_coll_base_allgather_intra_sparbit`
+  (`ompi/mca/coll/base/coll_base_allgather.c`) sends `scount` elements of
+  `rdtype` from offsets `send_disp * scount * rext`, where the ring and
+  neighbor-exchange algorithms of that file use `rcount` (read in the
+  ompi main branch; measured on 5.0.11). With `MPI_IN_PLACE` the standard
+  says the send count and type are ignored, and mpi4py 4.1 passes 0, so
+  sparbit sends nothing: `postcondition`, 3 of 4 blocks never written (the
+  sentinel is still there). A library bug, not the harness's: called from C
+  with the same arguments, in place, the result is right with a send count
+  of 64 (= `rcount`) and wrong with 0, with `MPI_INT` or
+  `MPI_DATATYPE_NULL` as the send type (4 ranks, 64 int32 per rank).
+  Out of place it is right.
+- **Open MPI, allgatherv `two_proc` at 4 ranks: refused**, as the source
+  says (`ompi_coll_base_allgatherv_intra_two_procs` in
+  `ompi/mca/coll/base/coll_base_allgatherv.c` returns
+  `MPI_ERR_UNSUPPORTED_OPERATION` unless the communicator has 2 ranks; so
+  does allgather `two_proc`), so `unsupported`. An earlier record showed
+  these 16 cases as `crash`: that was the harness's error, not the
+  library's. The MPI shim exchanged the per-rank block sizes with mpi4py's
+  pickled `allgather`, which runs `MPI_Allgatherv`, so the forced
+  `two_proc` refused the shim's own bookkeeping, outside the call under
+  test, and the error was not read as a refusal. The sizes now go by
+  `MPI_Allgather` of one int64 per rank (`conformance/mpi_backend.py`).
 - **MPICH 5.0.x, reduce-scatter `noncommutative`: an internal assertion
-  fails** for unequal per-rank counts or a rank count that is not a
-  power of two (`src/mpi/coll/reduce_scatter/reduce_scatter_intra_noncommutative.c`
-  asserts both instead of returning "not usable"), and the rank aborts: a
-  `crash` of that algorithm; the sweep restarts the ranks and goes on.
-  With equal counts at 4 ranks it is right.
+  fails** for unequal per-rank counts: every one of the 11 out-of-place
+  `MPI_Reduce_scatter` cases with unequal counts dies with MPICH's own
+  "Assertion failed in file .../reduce_scatter_intra_noncommutative.c at
+  line 48: recvcounts[i] == recvcounts[i + 1]"
+  (`src/mpi/coll/reduce_scatter/reduce_scatter_intra_noncommutative.c`
+  asserts instead of returning "not usable"; the issue's probe also
+  reports an assertion for rank counts that are not a power of two,
+  which 4 ranks cannot reach), and the rank aborts: a
+  `crash` of that algorithm on each such case; the sweep restarts the
+  ranks and goes on (a crash costs no restart budget, so every case has a
+  verdict). With equal counts at 4 ranks it is right.
+- **MPICH 5.0.x, allreduce `smp` and `reduce_scatter_allgather`, broadcast
+  `smp`: `MPI_Init` aborts**, so no call of them can be tested in this
+  way: MPICH reads `MPIR_CVAR_<COLL>_INTRA_ALGORITHM` for its own
+  collectives during start-up too, and with
+  `MPIR_CVAR_COLLECTIVE_FALLBACK=error` it refuses them there ("User set
+  collective algorithm is not usable for the provided arguments"):
+  allreduce in `MPIR_init_comm_world > MPIR_Comm_commit >
+  MPIDI_Comm_set_vcis` (for `smp`, the allreduce that
+  `MPIR_Allreduce_intra_smp` itself makes reaches `MPIR_Allreduce_impl`
+  again, where the forced `smp` is not usable), bcast
+  in `MPID_InitCompleted > MPIR_nodeid_init`. Every case of these is
+  `unsupported` with that message and the call chain (the error stack
+  MPICH prints); an earlier record had them `not-run`.
+- **Intel MPI 2021.x, reduce-scatter-block preset 2
+  (`I_MPI_ADJUST_REDUCE_SCATTER_BLOCK=2`), non-commutative ops: wrong
+  result on ranks 0 to N-2.** Out of place, rank r's block comes out
+  combined in the order r+1, r+2, ..., r (rank 0: 1, 2, 3, 0; rank 1: 2,
+  3, 0, 1), an `operand-order` on ranks 0, 1 and 2 for int8, int32 and
+  int64 (rank 3's order, 0, 1, 2, 3, is the right one; for int8, whose
+  maps are modulo 16, several orders give the same bits, so the check
+  names more than one), while its three other presets keep rank order (the
+  quick sweep runs `compose` with equal blocks only, so the presets of
+  `MPI_Reduce_scatter` are not tried with it). Intel MPI publishes no source and
+  `impi_info` names presets by number only, so the finding is the
+  measured behaviour: a user op created with `commute=False` is
+  combined as if it commuted. Intel MPI's own choice (`auto`) is right.
+  Every one of its 32 allreduce and 19 reduce presets keeps rank order
+  for `compose`.
 - Refusals are reported as such: MPICH's `pairwise` and `recursive_halving`
   reduce-scatter and several `smp`/`nb`-style algorithms answer "User set
   collective algorithm is not usable for the provided arguments" (with
@@ -156,6 +221,8 @@ def _collective_tables(capability: dict) -> list[str]:
 
 
 def section(library: str, rec: dict) -> str:
+    from collspec.conformance.runner import LAST_WORDS
+
     counts = Counter(rec["cases"].values())
     lines = [
         f"## {rec['library']}",
@@ -170,7 +237,7 @@ def section(library: str, rec: dict) -> str:
     lines += ["Failures and crashes, by algorithm (numbers in messages replaced by N):", ""]
     for g in errors:
         lines.append(f"- {g['collective']} alg={g['algorithm']}: {g['count']} x {g['kind']}, e.g. `{g['example']}`")
-        if g["kind"] == "crash" and g["log"]:
+        if g["kind"] == "crash" and g["log"] and not re.search(LAST_WORDS, g["example"]):  # else the example says why
             lines.append(f"  (the rank's last output: `{' / '.join(x.strip() for x in g['log'])[:300]}`)")
     if not errors:
         lines.append("- none")

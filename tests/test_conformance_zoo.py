@@ -108,11 +108,21 @@ def test_an_ignored_op_is_a_wrong_value_for_every_op_but_sum():
     assert {v.kind for v in result.violations} == {"wrong-value"}
 
 
-def test_after_too_many_restarts_the_remaining_cases_are_not_run(monkeypatch):
+def test_after_too_many_hangs_the_remaining_cases_are_not_run_with_that_reason(monkeypatch):
     monkeypatch.setattr(runner, "MAX_RESTARTS", 1)
-    result = run("crashes_rank.py:CrashesRank", sizes=(1009, 2000, 5, 3000))
-    assert [o.status for o in result.outcomes] == ["crash", "crash", "not-run", "not-run"]
+    result = run("hangs_on_zero.py:HangsOnZero", sizes=(0,), ops=("sum", "max", "min", "prod"), timeout=3)
+    assert [o.status for o in result.outcomes] == ["hang", "hang", "not-run", "not-run"]
     assert result.result.restarts == 1 and result.report().stats["not_run"] == 2
+    assert {o.note for o in result.outcomes[2:]} == {
+        "not run: the ranks hung 2 times, the limit of restarts after a hang (1)"}
+    assert [c["reason"] for c in result.report().extra["cases"][2:]] == [result.outcomes[2].note] * 2
+
+
+def test_crashes_cost_no_restart_budget_every_case_gets_a_verdict(monkeypatch):
+    monkeypatch.setattr(runner, "MAX_RESTARTS", 0)
+    result = run("crashes_rank.py:CrashesRank", sizes=(1009, 2000, 5, 3000))
+    assert [o.status for o in result.outcomes] == ["crash", "crash", "pass", "crash"]
+    assert result.result.restarts == 3 and result.report().stats["not_run"] == 0
 
 
 def test_an_exception_fails_its_case_only_and_names_the_ranks_that_raised():

@@ -6,8 +6,10 @@ that rendering, and a few forced algorithms per library run again, whose
 every case must end as recorded. The subset holds the findings the sweep
 must find on its own: Open MPI's ring allreduce and chain reduce combine a
 non-commutative op out of rank order (named as an ``operand-order``, with
-the order), MPICH's ``noncommutative`` reduce-scatter crashes on unequal
-counts and the sweep goes on.
+the order), Open MPI's sparbit all-gather sends nothing in place and its
+two_proc all-gather-v refuses 4 ranks, MPICH's ``noncommutative``
+reduce-scatter crashes on unequal counts and the sweep goes on, MPICH's
+``smp`` all-reduce aborts its own ``MPI_Init``.
 """
 
 from __future__ import annotations
@@ -72,7 +74,25 @@ def test_open_mpi_ring_allreduce_and_chain_reduce_reorder_a_noncommutative_op():
     assert [(v.kind, v.details["ranks"]) for v in ring] == [("operand-order", [0, 1, 2, 3])]
     assert ring[0].details["order"] != [0, 1, 2, 3]
     chain = [v for v in result.violations if v.details.get("algorithm") == "chain"]
-    assert chain and {v.kind for v in chain} == {"operand-order"} and {tuple(v.details["ranks"]) for v in chain} == {(3,)}
+    assert chain and {v.kind for v in chain} == {"operand-order"}
+    assert all(v.details["ranks"] == [v.details["root"]] for v in chain)  # only the root is wrong, whichever it is
+
+
+@installed("openmpi")
+def test_open_mpi_sparbit_allgather_in_place_sends_nothing_and_two_proc_allgatherv_is_refused_at_4_ranks():
+    result = gen_mpi.sweep("openmpi", collectives=["allgather"], algorithms=["allgather:sparbit", "allgatherv:two_proc"],
+                           dtypes=["int32"], sizes=[5, 256])
+    as_recorded("openmpi", result)
+    status = {(o.case.algorithm, o.case.inplace): o.status for o in result.outcomes if o.case}
+    assert status == {("allgather:sparbit", False): "pass", ("allgather:sparbit", True): "fail",
+                      ("allgatherv:two_proc", False): "unsupported", ("allgatherv:two_proc", True): "unsupported"}
+    sparbit = [v for v in result.violations if v.kind != "unsupported"]
+    assert {v.details["algorithm"] for v in sparbit} == {"allgather:sparbit"}  # a check's violation names the algorithm too
+    assert sorted(v.details["ranks"][0] for v in sparbit) == [0, 1, 2, 3] and {v.kind for v in sparbit} == {"postcondition"}
+    assert all("192 of 256 output element(s) never written" in v.message for v in sparbit)
+    refused = [v for v in result.violations if v.details.get("algorithm") == "allgatherv:two_proc"]
+    assert {v.details["reason"] for v in refused} == {
+        "NotImplementedError: MPI refused: MPI_ERR_UNSUPPORTED_OPERATION: operation not supported"}
 
 
 @installed("mpich")
@@ -87,6 +107,9 @@ def test_mpich_noncommutative_reduce_scatter_crashes_on_unequal_counts_and_the_s
     (crash,) = [v for v in result.violations if v.kind == "crash"]
     assert crash.details["algorithm"] == "reduce_scatter:noncommutative"
     assert "alg=reduce_scatter:noncommutative" in crash.message
+    # MPICH's own words, before the backtrace: the assertion that fails for unequal counts
+    assert crash.details["said"].startswith("Assertion failed in file ")
+    assert "reduce_scatter_intra_noncommutative.c" in crash.details["said"] and crash.message.endswith(crash.details["said"])
 
 
 @installed("intelmpi")
@@ -120,16 +143,33 @@ def a_rejected_value_for(monkeypatch, forced: str) -> None:
 
 
 @installed("mpich")
-def test_an_mpi_init_that_aborts_on_a_forced_value_is_a_crash_of_that_algorithm_and_the_sweep_goes_on(monkeypatch):
+def test_an_mpi_init_that_aborts_on_a_forced_value_is_a_crash_of_each_case_of_that_algorithm_and_the_sweep_goes_on(monkeypatch):
     a_rejected_value_for(monkeypatch, "ring")
-    result = conform("mpich", world_size=4, mode="quick", collectives=["allreduce"], dtypes=["int32"], ops=["sum"],
+    result = conform("mpich", world_size=4, mode="quick", collectives=["allreduce"], dtypes=["int32"], ops=["sum", "max"],
                      sizes=[5], algorithms=["ring", "tree"])
-    status = {o.case.algorithm: o.status for o in result.outcomes if o.case}
-    assert status == {"ring": "not-run", "tree": "pass"}
-    (crash,) = [v for v in result.violations if v.kind == "crash"]
-    assert crash.message.startswith("allreduce/alg=ring: rank ") and "during set-up" in crash.message
-    assert crash.details["algorithm"] == "ring"
-    assert any("internal_Init_thread" in line for line in crash.details["log"])  # MPICH's own words: MPI_Init failed
+    status = {(o.case.algorithm, o.case.op): o.status for o in result.outcomes if o.case}
+    assert status == {("ring", "sum"): "crash", ("ring", "max"): "crash", ("tree", "sum"): "pass", ("tree", "max"): "pass"}
+    crashes = [v for v in result.violations if v.kind == "crash"]
+    assert [v.details["case"] for v in crashes] == [o.case.id for o in result.outcomes if o.case.algorithm == "ring"]
+    for crash in crashes:
+        assert crash.message.startswith("allreduce/alg=ring/int32/") and crash.details["algorithm"] == "ring"
+        # MPICH's own words: MPI_Init failed (it names no reason for a value it does not know)
+        assert crash.details["reason"].startswith("MPI_Init aborted with the algorithm forced: Abort(")
+        assert "Fatal error in internal_Init_thread" in crash.details["reason"] and "during set-up" in crash.details["reason"]
+
+
+@installed("mpich")
+def test_an_algorithm_mpich_refuses_in_its_own_mpi_init_is_unsupported_with_its_message_on_every_case():
+    result = gen_mpi.sweep("mpich", collectives=["allreduce"], algorithms=["smp"], dtypes=["int32"], ops=["sum", "compose"],
+                           sizes=[5])
+    assert [o.status for o in as_recorded("mpich", result)] == ["unsupported", "unsupported"]
+    for outcome in result.outcomes:
+        (refused,) = outcome.violations
+        assert refused.kind == "unsupported" and refused.details["algorithm"] == "smp"
+        reason = refused.details["reason"]
+        assert reason.startswith("MPI_Init aborted with the algorithm forced: User set collective algorithm is not usable")
+        assert "in internal_Init_thread > " in reason and "> MPIR_Allreduce_intra_smp >" in reason  # MPICH's error stack
+        assert outcome.note == reason
 
 
 @pytest.mark.parametrize("library, algorithms, said", [

@@ -142,6 +142,11 @@ def loads(data: bytes | str, source: str = "<xml>") -> Program:
     expat.StartElementHandler = elements.start
     expat.EndElementHandler = elements.end
     expat.CharacterDataHandler = None
+    # ElementTree's default handler is called for every run of whitespace
+    # between elements (two calls per <step>, a third of the parse); without
+    # it expat itself refuses an undefined entity reference, and defusedxml's
+    # DTD and entity handlers stay in place.
+    expat.DefaultHandlerExpand = None
     try:
         expat.Parse(data, True)
     except ExpatError as error:
