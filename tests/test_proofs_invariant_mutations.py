@@ -27,7 +27,9 @@ ORIGINAL_RANK = tree_gen._rank
 
 
 def row(name):
-    (proof,) = select(suite(), name)
+    """The default suite's row called exactly ``name`` (select() matches
+    substrings: "ring.reduce" is also in "nccl-ring.reduce"), run."""
+    (proof,) = [p for p in suite() if p.name == name]
     return run_proof(proof)
 
 
@@ -267,7 +269,8 @@ def test_nccl_ring_ignoring_the_second_channels_ring_fails_its_bounded_row(monke
     result = row("builtin.nccl-ring")
     assert result.status == FAILED and result.counterexample["wrong_outputs"]
     assert result.queries[-1][0] == "every output of nccl-ring allreduce, 2 ranks, 2 channels, chunk 1, 5 elements is its allreduce"
-    assert result.counterexample["inputs"] == {"x[1,4]": 1}  # element 4 is channel 1's
+    ((name, value),) = result.counterexample["inputs"].items()
+    assert value == 1 and int(name.split(",")[1].rstrip("]")) >= 3  # elements 3 and 4 are channel 1's (per = 3)
 
 
 def test_nccl_tree_dropping_a_copy_on_the_fourth_channel_fails_its_bounded_row(monkeypatch):
