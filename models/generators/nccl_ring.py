@@ -123,7 +123,7 @@ class Layout:
         return self._lookup([list(ring) for ring in self.rings], c, i)
 
     def next(self, c, r, n):
-        return self.rank_at(c, (self.position(c, r, n) + 1) % n, n)
+        return self.rank_at(c, ix.wrap(self.position(c, r, n) + 1, n), n)
 
     def _lookup(self, rows, c, k):
         """``rows[c mod len(rows)][k]``: numpy indexing, or a chain of ``where`` on Z3."""
@@ -162,7 +162,7 @@ def _allreduce(layout: Layout):
         chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
         i = layout.position(c, r, n)
         reducing = t < n - 1
-        k = ix.where(reducing, (i + 2 * n - 1 - t) % n, (i + 2 * n - 1 - t + n) % n)
+        k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
         nelem = _min(chunk_count, rem - k * chunk_count)
         cell = layout.off(c) + loop * n * layout.chunk + k * chunk_count + e
         return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
@@ -188,7 +188,7 @@ def _block_ring(layout: Layout, reduce: bool):
         c, e = _slot(layout, j)
         rem = layout.part(c) - loop * layout.chunk
         i = layout.position(c, r, n)
-        block = layout.rank_at(c, (i + 2 * n - 1 - t) % n if reduce else (i + n - t) % n, n)
+        block = layout.rank_at(c, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n), n)
         cell = block * layout.count + layout.off(c) + loop * layout.chunk + e
         return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
 
@@ -211,7 +211,7 @@ def _chain(layout: Layout, reduce: bool):
 
     def transfer(n, s, r, j):
         c, e = _slot(layout, j)
-        q = (layout.position(c, r, n) - layout.position(c, layout.root, n) + n) % n
+        q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
         k = s - (q - 1) if reduce else s - q
         sends = q >= 1 if reduce else q <= n - 2
         cell = layout.off(c) + k * layout.chunk + e
