@@ -263,8 +263,6 @@ class SharedMemory:
         cores = len({core for _, mine in places for core in mine})
         self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
         self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
-        if os.environ.get("SHM_SPIN"):  # experiment knob, removed before commit
-            self.spin = float(os.environ["SHM_SPIN"])
         # every buffer holds at least one element per rank in the widest working form (16-byte pairs)
         self.capacity = max(capacity // 64 * 64, -(-world_size * 16 // 64) * 64)
         header = 3 * world_size * FLAG_BYTES
