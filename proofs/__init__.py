@@ -16,7 +16,8 @@ module                     what it proves
                            every contribution exactly once, same-index reduces; one
                            induction over the transfer function the generator
                            enumerates, against the claims in :mod:`.invariants`
-                           (rooted trees: at root 0, then every root as a renaming)
+                           (rooted trees: at root 0, then every root as a renaming;
+                           nccl-ring: its one-loop instance, 1 channel, chunk 1)
 :mod:`.hierarchical`       the same for hierarchical-ring with the node count and
                            the group size both symbolic, on its coordinate function
 :mod:`.schedules`          any schedule (a JSON file, an MSCCL program, a built-in

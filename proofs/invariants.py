@@ -398,7 +398,74 @@ INVARIANTS = {
     ("recursive-doubling", "allgather"): recursive_doubling_allgather,
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
+    # NCCL's ring at 1 channel, chunk 1, one loop: at step t ring index i sends
+    # chunk (i - t - 1) mod N, the textbook ring's chunk (ring_rs_send)
+    ("nccl-ring", "allreduce"): lambda: _scoped(ring_allreduce(0), ONE_LOOP["allreduce"]),
+    ("nccl-ring", "reduce_scatter"): lambda: _scoped(ring_allreduce(0, phases=1), ONE_LOOP["reduce_scatter"]),
+    ("nccl-ring", "allgather"): lambda: _scoped(ring_allgather(), ONE_LOOP["allgather"]),
+    ("nccl-ring", "broadcast"): lambda: _scoped_rooted(chain_broadcast(), ONE_LOOP["broadcast"]),
+    ("nccl-ring", "reduce"): lambda: _scoped_rooted(chain_reduce(), ONE_LOOP["reduce"]),
 }
+
+#: what the nccl-ring rows cover, in their scope (:func:`collspec.models.generators.nccl_ring.one_loop_program`)
+ONE_LOOP = {
+    "allreduce": "1 channel, chunk 1, count N (one loop)",
+    "reduce_scatter": "1 channel, chunk 1, count 1 per rank (one loop)",
+    "allgather": "1 channel, chunk 1, count 1 per rank (one loop)",
+    "broadcast": "1 channel, chunk 1, count N",
+    "reduce": "1 channel, chunk 1, count N",
+}
+
+
+def _scoped_rooted(made, scope: str):
+    return _rooted(lambda root: _scoped(made[1](root), scope))
+
+
+def nccl_ring_channels(channels: int) -> Invariant:
+    """nccl-ring's all-reduce on ``channels`` C channels of N one-element
+    chunks each (count C N, one loop per channel): channel h owns cells
+    h N .. h N + N - 1 and runs ``ring_allreduce(0)`` on them, on its own slot
+    h; no contribution crosses channels."""
+    from dataclasses import replace
+
+    ring = ring_allreduce(0)
+
+    def channel(n, c):
+        h = 0
+        for i in range(1, channels):
+            h = ix.where(c >= i * n, i, h)
+        return h
+
+    def local(n, c):
+        return c - channel(n, c) * n
+
+    def prev(n, s, r, c, *rest):
+        return ix.ring_prev(r, n), channel(n, c)
+
+    return replace(
+        ring,
+        holds=lambda n, s, r, c, x, k: ix.both(channel(n, c) == channel(n, k), ring.holds(n, s, r, local(n, c), x, local(n, k))),
+        writer=prev,
+        source=prev,
+        scope=f"{channels} channels, chunk 1, count {channels}N (one loop each)",
+    )
+
+
+def _scoped(made: Invariant, scope: str) -> Invariant:
+    from dataclasses import replace
+
+    return replace(made, scope=scope)
+
+
+def proved_program(algorithm: str, collective: str):
+    """The program an ``-exactly-once`` row proves: the generator's with its
+    default options, or for nccl-ring its one-loop instance (an all-N
+    statement needs the options tied to N; see ONE_LOOP)."""
+    from ..models.generators import nccl_ring, program
+
+    if algorithm == "nccl-ring":
+        return nccl_ring.one_loop_program(collective)
+    return program(algorithm, collective)
 
 
 #: rooted programs proved at root 0 by induction and for every other root as

@@ -14,11 +14,15 @@ exactly-once                               and reduces add into the same index, 
                                            ranks the generators accept), plus "all roots"
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
+nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every collective; the
+exactly-once                 one loop      chains for all roots) at 1 channel, chunk 1, one
+                                           loop (count N, or 1 per rank)
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
                              sizes         (:mod:`collspec.proofs.hierarchical`)
 builtin.<algorithm>          N<=K          every built-in schedule computes its collective for
-                                           all inputs (:mod:`collspec.proofs.schedules`)
+                                           all inputs (:mod:`collspec.proofs.schedules`); the
+                                           NCCL models with several option sets each
 <dtype>.ring-differs         N=3           inputs where the ring's float result is not the
                                            rank-order sum (:mod:`collspec.proofs.floating`)
 <dtype>.two-ranks-agree      N=2           ... while for two ranks it always is
@@ -50,6 +54,7 @@ from typing import Callable
 import z3
 
 from ..models.generators import ALGORITHMS, generate, program
+from ..models.generators import nccl_pat
 from ..models.generators import ring as ring_gen
 from ..models.program import BITVEC, symbolic
 from . import floating, hierarchical, induction, invariants, lower_bound, nccl_trees, ring, schedules
@@ -132,13 +137,16 @@ def suite(full: bool = False) -> list[Proof]:
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
     ]
+    if full:  # ~5 s: only under --full
+        proofs.append(Proof(CHANNELS_ROW, f"{ALL_N}, {invariants.nccl_ring_channels(2).scope}", INDUCTION_STATEMENT, _nccl_channels_proof))
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
             f"builtin.{algorithm}",
             f"N<={bounds.builtin_ranks}",
-            f"every {algorithm} schedule ({', '.join(ALGORITHMS[algorithm])}) computes its collective for all inputs",
-            _builtin_proof(algorithm, bounds.builtin_ranks),
+            f"every {algorithm} schedule ({', '.join(ALGORITHMS[algorithm])}) computes its collective for all inputs"
+            + (f", {BUILTIN_OPTION_WORDS[algorithm]}" if algorithm in BUILTIN_OPTION_WORDS else ""),
+            _builtin_proof(algorithm, bounds.builtin_ranks, full),
         )
         for algorithm in ALGORITHMS
     ]
@@ -179,7 +187,7 @@ INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, 
 def induction_scope(algorithm: str, collective: str) -> str:
     """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
     program's other symbolic options and the invariant's extra premises."""
-    made = program(algorithm, collective)
+    made = invariants.proved_program(algorithm, collective)
     parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
     parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
     extra = invariants.invariant(algorithm, collective, params={"root": 0}).scope
@@ -188,6 +196,17 @@ def induction_scope(algorithm: str, collective: str) -> str:
 
 #: how a symbolic option reads in a scope
 OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
+
+
+#: the one row only ``--full`` runs: nccl-ring's all-reduce on 2 channels for all N
+CHANNELS_ROW = "nccl-ring.allreduce-channels-exactly-once"
+
+
+def _nccl_channels_proof() -> Outcome:
+    """nccl-ring's all-reduce, 2 channels of one loop each, for all N."""
+    from ..models.generators import nccl_ring
+
+    return run_queries([induction.spec_check("allreduce"), *induction.queries(nccl_ring.one_loop_program("allreduce", channels=2), invariants.nccl_ring_channels(2))])
 
 
 def _hierarchical_proof() -> Outcome:
@@ -204,7 +223,7 @@ def _hierarchical_proof() -> Outcome:
 
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
-        made = program(algorithm, collective)
+        made = invariants.proved_program(algorithm, collective)
         if (algorithm, collective) in invariants.ROTATED:
             zero = induction.at_root_zero(made)
             return run_queries([
@@ -227,20 +246,58 @@ def _each(ranks: range, prove: Callable[[int], Outcome]) -> Callable[[], Outcome
     return lambda: run_queries([lambda n=n: prove(n) for n in ranks])
 
 
-def _builtin_proof(algorithm: str, max_ranks: int) -> Callable[[], Outcome]:
-    """Every collective of ``algorithm`` for N = 1..max_ranks. ring-seed's
-    reduce-scatter leaves rank r with chunk r + 1: it is proved against that
-    declared ownership, and must fail against the default one."""
+def _reversed_second_ring(n: int) -> dict:
+    """Two channels, the second on the ring in reverse (per-channel rings)."""
+    return {"channels": 2, "chunk": 1, "count": 5, "rings": [list(range(n)), list(range(n))[::-1]]}
+
+
+def _every_aggregation(n: int) -> list[dict]:
+    """Every aggregation NCCL can use on n ranks: 1, 2, ... up to N/2."""
+    return [{"aggregation": 1 << b} for b in range(int(nccl_pat.max_aggregation(n)).bit_length())]
+
+
+#: algorithm -> (full?) -> n -> the option sets its bounded row proves for
+#: every collective (default: the generator's defaults only). Counts per
+#: rank for reduce-scatter and all-gather are capped at 3 (see _options).
+BUILTIN_OPTIONS: dict[str, Callable[[bool, int], list[dict]]] = {
+    "nccl-ring": lambda full, n: [{}, _reversed_second_ring(n)]
+    + ([{"channels": 1, "chunk": 1, "count": 7}, {"channels": 2, "chunk": 2, "align": 2, "count": 7}] if full else []),
+    "nccl-tree": lambda full, n: [{}, {"channels": 4, "chunk": 1, "count": 11}] + ([{"channels": 1, "chunk": 1, "count": 5}] if full else []),
+    "nccl-pat": lambda full, n: _every_aggregation(n),
+}
+#: how the statement of a bounded row names its option sets
+BUILTIN_OPTION_WORDS = {
+    "nccl-ring": "with the default options and with a second channel on the reversed ring (--full: also 1 channel of chunk 1, and align 2)",
+    "nccl-tree": "with 2 channels (default) and 4 channels (--full: also 1 channel)",
+    "nccl-pat": "with every aggregation NCCL can use (1, 2, ... up to N/2)",
+}
+
+
+def _options(algorithm: str, collective: str, full: bool, n: int) -> list[dict]:
+    if algorithm not in BUILTIN_OPTIONS:
+        return [{}]
+    made = BUILTIN_OPTIONS[algorithm](full, n)
+    if collective in ("reduce_scatter", "allgather"):
+        made = [{**o, "count": min(o["count"], 3)} if "count" in o else o for o in made]
+    return made
+
+
+def _builtin_proof(algorithm: str, max_ranks: int, full: bool = False) -> Callable[[], Outcome]:
+    """Every collective of ``algorithm`` for N = 1..max_ranks, with each of
+    its option sets (:data:`BUILTIN_OPTIONS`). ring-seed's reduce-scatter
+    leaves rank r with chunk r + 1: it is proved against that declared
+    ownership, and must fail against the default one."""
 
     def run() -> Outcome:
         steps = []
         for collective in ALGORITHMS[algorithm]:
             for n in range(1, max_ranks + 1):
-                schedule = generate(algorithm, collective, n)
-                if algorithm == "ring-seed" and collective == "reduce_scatter" and n > 1:
-                    steps.append(lambda s=schedule: _must_fail(schedules.prove_schedule(s)))
-                    schedule = schedules.declared_owner(schedule, ring_gen.OWNERS["ring-seed"])
-                steps.append(lambda s=schedule: schedules.prove_schedule(s))
+                for options in _options(algorithm, collective, full, n):
+                    schedule = generate(algorithm, collective, n, **options)
+                    if algorithm == "ring-seed" and collective == "reduce_scatter" and n > 1:
+                        steps.append(lambda s=schedule: _must_fail(schedules.prove_schedule(s)))
+                        schedule = schedules.declared_owner(schedule, ring_gen.OWNERS["ring-seed"])
+                    steps.append(lambda s=schedule: schedules.prove_schedule(s))
         outcome = run_queries(steps)
         if outcome.ok:
             outcome.message = f"{len(steps)} schedules"

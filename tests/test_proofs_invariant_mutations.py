@@ -27,7 +27,9 @@ ORIGINAL_RANK = tree_gen._rank
 
 
 def row(name):
-    (proof,) = select(suite(), name)
+    """The default suite's row called exactly ``name`` (select() matches
+    substrings: "ring.reduce" is also in "nccl-ring.reduce"), run."""
+    (proof,) = [p for p in suite() if p.name == name]
     return run_proof(proof)
 
 
@@ -228,3 +230,188 @@ def test_hierarchical_ring_formulas_are_the_ring_formulas_on_every_hop():
             for s in range(n - 1):
                 assert int(ix.wrap(r - 1 - s, n)) == ix.ring_rs_send(r, s, n)
                 assert int(ix.wrap(r - s, n)) == ix.ag_send(ix.ring_owner, r, s, n)
+
+
+# -- the NCCL models' bounded rows (builtin.nccl-*) ------------------------------------------
+
+NCCL = {"nccl-ring": ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"), "nccl-tree": ("allreduce",), "nccl-pat": ("reduce_scatter", "allgather")}
+
+
+def test_nccl_models_have_bounded_rows_in_the_default_suite_with_their_option_sets():
+    from collspec.proofs.suite import BUILTIN_OPTIONS, _options
+
+    rows = {p.name: p for p in suite()}
+    for algorithm, collectives in NCCL.items():
+        proof = rows[f"builtin.{algorithm}"]
+        assert proof.scope == "N<=6" and ", ".join(collectives) in proof.statement
+        assert algorithm in BUILTIN_OPTIONS
+    assert "reversed ring" in rows["builtin.nccl-ring"].statement
+    assert _options("nccl-ring", "allreduce", False, 4)[1]["rings"] == [[0, 1, 2, 3], [3, 2, 1, 0]]
+    assert [o["aggregation"] for o in _options("nccl-pat", "allgather", False, 6)] == [1, 2, 4]
+    assert {p.name: p.scope for p in suite(full=True)}["builtin.nccl-tree"] == "N<=16"
+
+
+def _defaults_prove(algorithm, collective):
+    from collspec.proofs.schedules import prove_schedule
+
+    return all(prove_schedule(generate(algorithm, collective, n)).status == PROVED for n in range(1, 7))
+
+
+def test_nccl_ring_ignoring_the_second_channels_ring_fails_its_bounded_row(monkeypatch):
+    """Channel 1 forwards along the identity ring whatever ``rings`` says:
+    invisible with the default (identity) rings, caught by the row's
+    reversed-ring option set with a concrete input and wrong output."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring.Layout.rank_at
+    monkeypatch.setattr(nccl_ring.Layout, "rank_at", lambda self, c, i, n: ix.where(c == 1, i, original(self, c, i, n)))
+    assert _defaults_prove("nccl-ring", "allreduce")
+    result = row("builtin.nccl-ring")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
+    assert result.queries[-1][0] == "every output of nccl-ring allreduce, 2 ranks, 2 channels, chunk 1, 5 elements is its allreduce"
+    ((name, value),) = result.counterexample["inputs"].items()
+    assert value == 1 and int(name.split(",")[1].rstrip("]")) >= 3  # elements 3 and 4 are channel 1's (per = 3)
+
+
+def test_nccl_tree_dropping_a_copy_on_the_fourth_channel_fails_its_bounded_row(monkeypatch):
+    """The broadcast down to child 1 is skipped on channel 3 (tree 1): the
+    default 2 channels never use channel 3; the 4-channel option set does."""
+    from collspec.models.generators import nccl_tree
+
+    original = nccl_tree.tree_program
+
+    def mutated(channels=None, chunk=None, count=None):
+        made = original(channels, chunk, count)
+        K = made.meta["chunk"]
+
+        def transfer(n, s, r, j):
+            t = made.transfer(n, s, r, j)
+            dropped = ix.both(ix.floordiv(j, K * nccl_tree.ROLES) == 3, j % nccl_tree.ROLES == 2)
+            return dataclasses.replace(t, active=ix.both(t.active, ix.negate(dropped)))
+
+        return dataclasses.replace(made, transfer=transfer)
+
+    monkeypatch.setattr(nccl_tree, "tree_program", mutated)
+    assert _defaults_prove("nccl-tree", "allreduce")
+    result = row("builtin.nccl-tree")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
+
+
+def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeypatch):
+    """Without aggregation (A = 1) and N >= 4, the first step's message is
+    lost. NCCL's default aggregation at N = 4..6 is 2 or 4, so only the
+    row's every-aggregation option sets see it."""
+    from collspec.models.generators import nccl_pat
+
+    original = nccl_pat.hop
+
+    def mutated(n, t, i, aggregation):
+        s, b, used = original(n, t, i, aggregation)
+        return s, b, ix.both(used, ix.either(aggregation != 1, n < 4, t != 0))
+
+    monkeypatch.setattr(nccl_pat, "hop", mutated)
+    for collective in NCCL["nccl-pat"]:
+        assert _defaults_prove("nccl-pat", collective)
+    result = row("builtin.nccl-pat")
+    assert result.status == FAILED and result.counterexample["wrong_outputs"]
+
+
+# -- nccl-ring's all-N rows (one loop) -----------------------------------------------------------
+
+
+def test_one_loop_program_is_the_generators_schedule():
+    """What the nccl-ring rows prove is the generator's schedule at 1
+    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step."""
+    import numpy as np
+
+    from collspec.models.generators import nccl_ring
+
+    for collective in NCCL["nccl-ring"]:
+        for n in range(1, 10):
+            for root in range(n) if collective in ("broadcast", "reduce") else [0]:
+                options = {"root": root} if collective in ("broadcast", "reduce") else {}
+                proved = nccl_ring.one_loop_program(collective, root).schedule(n)
+                built = generate("nccl-ring", collective, n, channels=1, chunk=1, count=nccl_ring.ONE_LOOP_COUNT[collective](n), **options)
+                assert (proved.chunks, len(proved.steps), proved.root) == (built.chunks, len(built.steps), built.root)
+                for a, b in zip(proved.steps, built.steps):
+                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
+
+
+def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
+    rows = {p.name: p.scope for p in suite()}
+    assert rows["nccl-ring.allreduce-exactly-once"] == "all N>=2, 1 channel, chunk 1, count N (one loop)"
+    for collective in ("reduce_scatter", "allgather"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, 1 channel, chunk 1, count 1 per rank (one loop)"
+    for collective in ("broadcast", "reduce"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, all roots, 1 channel, chunk 1, count N"
+
+
+@pytest.mark.parametrize("collective", NCCL["nccl-ring"])
+def test_nccl_ring_wrong_neighbour_from_17_fails_the_all_n_row(monkeypatch, collective):
+    """Ring index N - 2 sends to N + 1 mod N instead of N - 1, only for N >= 17."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring.Layout.next
+    monkeypatch.setattr(nccl_ring.Layout, "next", lambda self, c, r, n: ix.where(ix.both(n >= 17, r == n - 2), (r + 3) % n, original(self, c, r, n)))
+    count = nccl_ring.ONE_LOOP_COUNT[collective]
+    for n in (2, 5, 16):
+        assert check(generate("nccl-ring", collective, n, channels=1, chunk=1, count=count(n))).ok
+    assert not check(generate("nccl-ring", collective, 17, channels=1, chunk=1, count=count(17))).ok
+    result = row(f"nccl-ring.{collective}-exactly-once")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+
+
+def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_n_row(monkeypatch):
+    """In the all-gather half every rank sends the chunk after the one it
+    should (cell + 1 mod N, one loop of N one-element chunks): it forwards
+    a chunk it has not finished."""
+    from collspec.models.generators import nccl_ring
+
+    original = nccl_ring._allreduce
+
+    def mutated(layout):
+        steps, transfer, label = original(layout)
+
+        def shifted(n, s, r, j):
+            t = transfer(n, s, r, j)
+            cell = ix.where(s >= n - 1, (t.src_chunk + 1) % n, t.src_chunk)
+            return dataclasses.replace(t, src_chunk=cell, dst_chunk=cell)
+
+        return steps, shifted, label
+
+    monkeypatch.setitem(nccl_ring.BUILDERS, "allreduce", mutated)
+    assert not check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=4)).ok
+    result = row("nccl-ring.allreduce-exactly-once")
+    assert result.status == FAILED and "N" in result.counterexample
+
+
+def test_nccl_ring_channels_row_is_full_only_and_proves_the_generators_two_channel_schedule():
+    import numpy as np
+
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    assert CHANNELS_ROW not in {p.name for p in suite()}
+    (proof,) = select(suite(full=True), CHANNELS_ROW)
+    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each)"
+    for n in range(1, 8):
+        proved = nccl_ring.one_loop_program("allreduce", channels=2).schedule(n)
+        built = generate("nccl-ring", "allreduce", n, channels=2, chunk=1, count=2 * n)
+        assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
+        for a, b in zip(proved.steps, built.steps):
+            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
+
+
+def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_row(monkeypatch):
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    original = nccl_ring.Layout.next
+    bad = lambda self, c, r, n: ix.where(ix.both(c == 1, n >= 17, r == n - 2), (r + 3) % n, original(self, c, r, n))  # noqa: E731
+    monkeypatch.setattr(nccl_ring.Layout, "next", bad)
+    assert check(generate("nccl-ring", "allreduce", 16, channels=2, chunk=1, count=32)).ok
+    assert not check(generate("nccl-ring", "allreduce", 17, channels=2, chunk=1, count=34)).ok
+    assert row("nccl-ring.allreduce-exactly-once").status == PROVED  # one channel: channel 1 unused
+    (proof,) = select(suite(full=True), CHANNELS_ROW)
+    result = run_proof(proof)
+    assert result.status == FAILED and result.counterexample["N"] >= 17

@@ -11,7 +11,7 @@ import z3
 
 from collspec.proofs import ring
 from collspec.proofs.solver import FAILED, PROVED, UNKNOWN, Query, decide, prove_exists, run_queries
-from collspec.proofs.suite import ALL_N, select, suite
+from collspec.proofs.suite import ALL_N, CHANNELS_ROW, select, suite
 from proof_results import result_of
 
 SUITE = suite()
@@ -37,7 +37,7 @@ def test_suite_covers_every_ring_property_for_both_variants_for_all_n():
 
 def test_full_suite_raises_the_bounds_only():
     full = {p.name: p.scope for p in suite(full=True)}
-    assert set(full) == {p.name for p in SUITE}
+    assert set(full) - {CHANNELS_ROW} == {p.name for p in SUITE}  # the one row only --full runs (~5 s)
     assert full["lower-bound.ring"] == "N<=8" and full["builtin.ring"] == "N<=16" and full["float16.ring-differs"] == "3<=N<=8"
 
 

@@ -95,10 +95,12 @@ class Layout:
     root: int
 
     @property
-    def per(self) -> int:
-        """Elements in every channel part but the last."""
-        share = -(-self.count // self.channels)
-        return -(-share // self.align) * self.align
+    def per(self):
+        """Elements in every channel part but the last: ``alignUp(divUp(count,
+        C), align)`` (an int; a Z3 term where ``count`` is one, as in
+        :func:`one_loop_program`'s proofs)."""
+        per = _align_up(_divup(self.count, self.channels), self.align)
+        return per if _is_z3(per) else int(per)
 
     def off(self, c):
         return c * self.per
@@ -121,7 +123,7 @@ class Layout:
         return self._lookup([list(ring) for ring in self.rings], c, i)
 
     def next(self, c, r, n):
-        return self.rank_at(c, (self.position(c, r, n) + 1) % n, n)
+        return self.rank_at(c, ix.wrap(self.position(c, r, n) + 1, n), n)
 
     def _lookup(self, rows, c, k):
         """``rows[c mod len(rows)][k]``: numpy indexing, or a chain of ``where`` on Z3."""
@@ -136,7 +138,7 @@ class Layout:
 
     def loops(self, n, per_loop):
         """Loops of the largest channel part (channel 0's)."""
-        return _divup(min(self.per, self.count), per_loop)
+        return _divup(_min(self.per, self.count), per_loop)
 
 
 # -- the five transfer functions ---------------------------------------------------------------
@@ -160,7 +162,7 @@ def _allreduce(layout: Layout):
         chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
         i = layout.position(c, r, n)
         reducing = t < n - 1
-        k = ix.where(reducing, (i + 2 * n - 1 - t) % n, (i + 2 * n - 1 - t + n) % n)
+        k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
         nelem = _min(chunk_count, rem - k * chunk_count)
         cell = layout.off(c) + loop * n * layout.chunk + k * chunk_count + e
         return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
@@ -186,7 +188,7 @@ def _block_ring(layout: Layout, reduce: bool):
         c, e = _slot(layout, j)
         rem = layout.part(c) - loop * layout.chunk
         i = layout.position(c, r, n)
-        block = layout.rank_at(c, (i + 2 * n - 1 - t) % n if reduce else (i + n - t) % n, n)
+        block = layout.rank_at(c, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n), n)
         cell = block * layout.count + layout.off(c) + loop * layout.chunk + e
         return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
 
@@ -209,7 +211,7 @@ def _chain(layout: Layout, reduce: bool):
 
     def transfer(n, s, r, j):
         c, e = _slot(layout, j)
-        q = (layout.position(c, r, n) - layout.position(c, layout.root, n) + n) % n
+        q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
         k = s - (q - 1) if reduce else s - q
         sends = q >= 1 if reduce else q <= n - 2
         cell = layout.off(c) + k * layout.chunk + e
@@ -286,6 +288,34 @@ def ring_program(collective: str, **options) -> Program:
         root=layout.root if collective in ("broadcast", "reduce") else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {layout.channels} channels, chunk {layout.chunk}, {layout.count} elements",
         meta={"channels": layout.channels, "chunk": layout.chunk, "count": layout.count},
+    )
+
+
+#: per collective, ``count`` in :func:`one_loop_program`: N elements, or 1 per rank
+ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allgather": lambda n: 1, "broadcast": lambda n: n, "reduce": lambda n: n}
+
+
+def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
+    """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
+    the identity ring and exactly one loop: ``count`` N for all-reduce (the
+    option tied to the rank count, so a proof with N a solver variable has
+    every chunk non-empty), 1 per rank for reduce-scatter and all-gather, N
+    one-element chunks for broadcast and reduce from ``root`` (a Z3 variable
+    in the proofs). The transfer is :data:`BUILDERS`'s own, on that layout;
+    its schedule is ``generate_ring(collective, n, channels=1, chunk=1,
+    count=..., root=...)``'s (a test compares them). What the all-N rows
+    ``nccl-ring.*-exactly-once`` prove. ``channels`` C > 1 (all-reduce):
+    count C N, one loop on each channel (``--full``'s channels row)."""
+
+    def built(n):
+        return BUILDERS[collective](Layout(collective, channels * ONE_LOOP_COUNT[collective](n), channels, 1, 1, None, root))
+
+    rooted = collective in ("broadcast", "reduce")
+    return Program(
+        ALGORITHM, collective, lambda n: channels * n, lambda n: built(n)[0](n), lambda n: channels, lambda n, s, r, j: built(n)[1](n, s, r, j),
+        lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root, channels), params={"root": root} if rooted else {},
+        capacity=_link_load, root=root if rooted else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {channels} channel{'s' * (channels > 1)}, chunk 1, one loop",
     )
 
 
