@@ -74,8 +74,8 @@ def outcome():
     # The shm cases run in ranks of their own. Back to back in one set of
     # ranks with the executor's traced cases, the run hung on an idle machine
     # in 6 of 9 tries (rank 3 inside a trace gather's all_gather, the others
-    # in a later shm all-reduce); split, it hung in 1 of 4 (not yet
-    # diagnosed). The cause is not found: a known issue (README, impl/).
+    # in a later shm all-reduce); split, it hung in 2 of 6 (not yet
+    # diagnosed). The cause is not found: a known issue (README).
     out: dict = {}
     for part in (False, True):
         indices = [i for i, case in enumerate(CASES) if (case.backend in SHM_BACKENDS) == part]
