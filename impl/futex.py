@@ -10,6 +10,9 @@ sees the new value, or it is asleep and gets woken. The futexes are not
 >>> import numpy as np
 >>> word = np.zeros(1, dtype=np.int32)
 >>> wait(word.ctypes.data, 1, 0.001)  # the word is 0, not 1: returns at once
+True
+>>> wait(word.ctypes.data, 0, 0.001)  # the word is 0: sleeps until the timeout
+False
 >>> wake(word.ctypes.data)
 0
 """
@@ -17,6 +20,7 @@ sees the new value, or it is asleep and gets woken. The futexes are not
 from __future__ import annotations
 
 import ctypes
+import errno
 import platform
 
 #: futex(2)'s system call number, by machine
@@ -40,12 +44,15 @@ def available() -> bool:
     return _NUMBER is not None
 
 
-def wait(address: int, seen: int, timeout: float) -> None:
+def wait(address: int, seen: int, timeout: float) -> bool:
     """Sleep while the int32 at ``address`` holds ``seen``, at most ``timeout``
-    seconds. Returns on a wake-up, a changed value, a signal or the timeout
-    alike: the caller re-reads the word and decides."""
+    seconds. Returns on a wake-up, a changed value or a signal (True) or
+    when the timeout expired (False); either way the caller re-reads the
+    word and decides."""
     spec = _Timespec(int(timeout), int((timeout % 1) * 1e9))
-    _syscall(_NUMBER, address, FUTEX_WAIT, seen, ctypes.addressof(spec), None, 0)
+    if _syscall(_NUMBER, address, FUTEX_WAIT, seen, ctypes.addressof(spec), None, 0) == -1:
+        return ctypes.get_errno() != errno.ETIMEDOUT
+    return True
 
 
 def wake(address: int) -> int:

@@ -36,8 +36,9 @@ rank reduces, another is still staging and a third copying out. Every wait
 names a step that comes earlier in this order on every rank (staging waits
 for chunk g - depth to be REDUCED everywhere, reducing for chunk g to be
 STAGED and chunk g - depth GATHERED, copying out for chunk g to be
-REDUCED), so the pipeline cannot deadlock for ``depth`` >= 2; with
-``depth`` >= 3 those buffer-reuse waits are already met when reached.
+REDUCED), so the pipeline cannot deadlock for ``depth`` >= 2. A wait is
+not always met when reached (reducing chunk g may find a peer still
+copying out chunk g - depth), which is why every counter update wakes.
 
 Reductions are numpy ufuncs (``np.add(a, b, out=...)``) on views of the
 segment and of the caller's tensor: no temporary copies, one thread per
@@ -153,12 +154,16 @@ class Counters:
         self._mine = [row[rank] for row in index]
         self._others = [[(i, r) for r, i in enumerate(row) if r != rank] for row in index]
 
-    def post(self, counter: int, value: int, wake: bool = True) -> None:
-        """Publish this rank's ``counter`` = ``value``; with ``wake``, wake whoever sleeps on it."""
+    def post(self, counter: int, value: int) -> None:
+        """Publish this rank's ``counter`` = ``value`` and wake whoever sleeps on it.
+
+        Every post wakes: a wait is not always already met when reached (a
+        two-shot reduce waits for a peer's GATHERED, which that peer may post
+        while the waiter sleeps), and a post without a wake left such a
+        sleeper asleep until its timeout."""
         index = self._mine[counter]
         self.words[index] = _int32(value)
-        if wake:
-            futex.wake(self.address + 4 * index)
+        futex.wake(self.address + 4 * index)
 
     def wait(self, counter: int, value: int) -> None:
         """Return once every rank's ``counter`` has reached ``value``."""
@@ -168,24 +173,30 @@ class Counters:
                 self._wait_for(counter, rank, index, value)
 
     def _wait_for(self, counter: int, rank: int, index: int, value: int) -> None:
+        """Spin, then sleep, until the word at ``index`` reaches ``value``.
+
+        The futex sleeps only while the word still holds ``seen``, so
+        ``seen`` must be a value that has not reached ``value``: it is
+        re-read and re-checked right before every sleep. (Sleeping on a value
+        read after the check, one that may already be the awaited one, slept
+        until the next post or the timeout: the intermittent hang of the
+        two-shot all-reduce with fewer cores than ranks.)"""
         words = self.words
-        seen = words[index]
         if self.spin:
             until = time.perf_counter() + self.spin
             while time.perf_counter() < until:
-                seen = words[index]
-                if _reached(seen, value):
+                if _reached(words[index], value):
                     return
         deadline = time.monotonic() + self.timeout
         while True:
+            seen = words[index]
+            if _reached(seen, value):
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
                                    f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
             futex.wait(self.address + 4 * index, seen, left)
-            seen = words[index]
-            if _reached(seen, value):
-                return
 
 
 class DistBarrier:
@@ -194,7 +205,7 @@ class DistBarrier:
     def __init__(self, group=None):
         self.group = group
 
-    def post(self, counter: int, value: int, wake: bool = True) -> None:
+    def post(self, counter: int, value: int) -> None:
         pass
 
     def wait(self, counter: int, value: int) -> None:
@@ -355,8 +366,8 @@ class SharedMemory:
             self._stage(kind, g, piece)
             sync.wait(STAGED, g + 1)
             self._fold(kind, [buffer[:rows] for buffer in kind.by_buffer[g % self.depth]], out[at : at + rows])
-            sync.post(REDUCED, g + 1, wake=False)
-            sync.post(GATHERED, g + 1, wake=False)
+            sync.post(REDUCED, g + 1)
+            sync.post(GATHERED, g + 1)
 
     def _two_shot(self, kind: _Kind, src: np.ndarray, out: np.ndarray) -> None:
         step, r = kind.elements, self.rank
@@ -382,7 +393,7 @@ class SharedMemory:
                 g, target = first + i - 2, out[(i - 2) * step : (i - 1) * step]
                 self._sync.wait(REDUCED, g + 1)
                 np.copyto(target, kind.result[g % self.depth][: target.shape[0]])
-                self._sync.post(GATHERED, g + 1, wake=False)
+                self._sync.post(GATHERED, g + 1)
 
     # -- the collectives ---------------------------------------------------------------
 
@@ -420,8 +431,8 @@ class SharedMemory:
             self._sync.wait(STAGED, g + 1)
             strips = [kind.staging[j][g % self.depth][self.rank * w : (self.rank + 1) * w] for j in range(n)]
             self._fold(kind, strips, out[at : at + w])
-            self._sync.post(REDUCED, g + 1, wake=False)
-            self._sync.post(GATHERED, g + 1, wake=False)
+            self._sync.post(REDUCED, g + 1)
+            self._sync.post(GATHERED, g + 1)
         if not output.is_contiguous():
             output.copy_(flat.view(output.shape))
 
@@ -443,8 +454,8 @@ class SharedMemory:
             self._sync.wait(STAGED, g + 1)
             for j in range(n):
                 np.copyto(out[j, at : at + piece.shape[0]], kind.staging[j][g % self.depth][: piece.shape[0]])
-            self._sync.post(REDUCED, g + 1, wake=False)
-            self._sync.post(GATHERED, g + 1, wake=False)
+            self._sync.post(REDUCED, g + 1)
+            self._sync.post(GATHERED, g + 1)
         if not output.is_contiguous():
             output.copy_(flat.view(output.shape))
 

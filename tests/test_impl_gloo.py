@@ -16,7 +16,7 @@ import pytest
 from collspec.impl.trace import check_traces
 from collspec.models.generators import ALGORITHMS
 
-from impl_cases import SCHEDULE_BACKENDS, SHM_BACKENDS, Case, interpreted, kill_mid_collective, run_cases, spec_problem
+from impl_cases import SCHEDULE_BACKENDS, Case, interpreted, kill_mid_collective, run_cases, spec_problem
 from impl_harness import run_ranks, values
 
 SIZES = (0, 1, 7, 1000)
@@ -71,20 +71,10 @@ def outcome():
     """{case index: [per rank (output, input kept, traces)]} from one run of
     every case; rank 0 holds all ranks' traces (gathered with trace.gather)."""
     started = time.perf_counter()
-    # The shm cases run in ranks of their own. Back to back in one set of
-    # ranks with the executor's traced cases, the run hung on an idle machine
-    # in 6 of 9 tries (rank 3 inside a trace gather's all_gather, the others
-    # in a later shm all-reduce); split, it hung in 2 of 6 (not yet
-    # diagnosed). The cause is not found: a known issue (README).
-    out: dict = {}
-    for part in (False, True):
-        indices = [i for i, case in enumerate(CASES) if (case.backend in SHM_BACKENDS) == part]
-        per_rank = values(run_ranks(4, run_cases, [CASES[i] for i in indices], timeout=240))  # within pytest's 300 s
-        for j, i in enumerate(indices):
-            out[i] = [per_rank[r][j] for r in range(CASES[i].ranks)]
-        if part:
-            out["shm segments"] = per_rank[0]["shm segments"]
+    per_rank = values(run_ranks(4, run_cases, CASES, timeout=240))  # within pytest's 300 s
     print(f"{len(CASES)} cases on 4 ranks in {time.perf_counter() - started:.1f} s")
+    out = {i: [per_rank[r][i] for r in range(case.ranks)] for i, case in enumerate(CASES)}
+    out["shm segments"] = per_rank[0]["shm segments"]
     return out
 
 
