@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 .PHONY: test verify bench docs install clean mpi-libs
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt impl/_shmkernel.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt setuptools wheel
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-build-isolation -e '.[test,plot,docs]'

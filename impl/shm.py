@@ -60,6 +60,21 @@ spent 85% of a 4 KiB all-reduce asleep in ``time.sleep``). A futex, unlike
 an eventfd or a semaphore, needs no file descriptor passed between the
 processes and lets any number of readers wait on one writer's counter.
 
+Compiled path. The loop above runs in Python, and at 1-64 KiB its call
+path (argument handling, three counter waits, futex calls through ctypes,
+numpy calls: ~25 us of CPU per call) cost more than Open MPI's whole
+all-reduce. ``impl/_shmkernel.c``, built by the install when a C compiler
+is there, runs the same protocol on the same words: the whole all-reduce
+of a contiguous float32/float64/integer tensor for sum, prod, min and max
+in one call (GIL released), and the counters' post and wait for every
+other call. Each counter there has a sleeper count beside it, so a post
+calls FUTEX_WAKE only when a peer sleeps. Its folds perform numpy's
+operations in the same order (``-ffp-contract=off``), so the two paths
+give the same bits, up to which NaN an operation on two NaNs returns
+(IEEE 754 leaves that open). The ranks agree on the path at start-up;
+``compiled=False`` forces the numpy path, which float16, bfloat16 and
+``avg`` always take.
+
 Memory ordering. A counter is one aligned int32, stored with a single
 4-byte store and polled by peers. On x86-64 (TSO) stores become visible to
 other cores in program order and loads are not reordered with older loads,
@@ -92,6 +107,11 @@ import torch.distributed as dist
 
 from . import futex
 from .cells import near_equal
+
+try:  # the compiled hot path (impl/_shmkernel.c), built by the install when a C compiler is there
+    from . import _shmkernel
+except ImportError:  # pragma: no cover - depends on the install
+    _shmkernel = None
 from .reduction import Reduction
 
 FLAG_BYTES = 64  # one cache line per counter
@@ -199,6 +219,21 @@ class Counters:
             futex.wait(self.address + 4 * index, seen, left)
 
 
+class CompiledCounters(Counters):
+    """:class:`Counters` through the compiled module: the same words, plus a
+    sleeper count beside each, so a post makes a system call only when
+    someone sleeps (see impl/_shmkernel.c). Every rank of one instance uses
+    the same kind of counters (they agree at start-up)."""
+
+    def post(self, counter: int, value: int) -> None:
+        _shmkernel.post(self.address + 4 * self._mine[counter], value)
+
+    def _wait_for(self, counter: int, rank: int, index: int, value: int) -> None:
+        if not _shmkernel.wait(self.address + 4 * index, value, int(self.spin * 1e9), int(self.timeout * 1e9)):
+            raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
+                               f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
+
+
 class DistBarrier:
     """Every wait as torch.distributed.barrier() (any architecture); posts are no-ops."""
 
@@ -236,7 +271,10 @@ class SharedMemory:
     largest chunk); ``depth``: buffers per rank (chunks in flight, >= 2).
     ``barrier``: ``"flags"`` (counters and futexes; x86-64 only, the default
     there) or ``"dist"``. ``spin``: seconds to poll before sleeping (default
-    as in the module text).
+    as in the module text). ``compiled``: run the counters and the
+    all-reduce of float32/64 and integer sum/prod/min/max through the
+    compiled module (True: required; False: the numpy path only; None, the
+    default: when every rank has it). The two paths give the same bits.
     """
 
     mode = "auto"
@@ -252,6 +290,7 @@ class SharedMemory:
         timeout: float = DEFAULT_TIMEOUT,
         barrier: str | None = None,
         spin: float | None = None,
+        compiled: bool | None = None,
         group=None,
     ):
         if mode is not None:
@@ -267,11 +306,18 @@ class SharedMemory:
             raise RuntimeError("shm: initialise torch.distributed first; the ranks exchange the segment name through it")
         if dist.get_world_size(group) != world_size:
             raise ValueError(f"world_size {world_size} differs from the process group's {dist.get_world_size(group)}")
+        if compiled and kind == "dist":
+            raise ValueError("shm: compiled=True needs barrier='flags' (the compiled path waits on the counters)")
+        if compiled and _shmkernel is None:
+            raise RuntimeError("shm: compiled=True but collspec.impl._shmkernel is not built; reinstall with a C compiler (make install)")
         places = [None] * world_size
-        dist.all_gather_object(places, (socket.gethostname(), sorted(os.sched_getaffinity(0))), group=group)
-        if len({host for host, _ in places}) > 1:
-            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted({host for host, _ in places})}")
-        cores = len({core for _, mine in places for core in mine})
+        dist.all_gather_object(places, (socket.gethostname(), sorted(os.sched_getaffinity(0)), _shmkernel is not None), group=group)
+        if len({host for host, _, _ in places}) > 1:
+            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted({host for host, _, _ in places})}")
+        if compiled and not all(built for _, _, built in places):
+            raise RuntimeError(f"shm: compiled=True but ranks {[r for r, (_, _, built) in enumerate(places) if not built]} lack collspec.impl._shmkernel")
+        self.compiled = kind == "flags" and all(built for _, _, built in places) if compiled is None else bool(compiled) and kind == "flags"
+        cores = len({core for _, mine, _ in places for core in mine})
         self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
         self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
         # every buffer holds at least one element per rank in the widest working form (16-byte pairs)
@@ -294,8 +340,15 @@ class SharedMemory:
         words = np.frombuffer(self._segment.buf, dtype=np.int32, count=header // 4)
         self._views = [self._bytes, words]
         self._finalizer = weakref.finalize(self, _release, self._segment, self._views)
-        self._sync = Counters(words, rank, world_size, timeout, self.spin) if kind == "flags" else DistBarrier(group)
+        if kind == "dist":
+            self._sync = DistBarrier(group)
+        else:
+            self._sync = (CompiledCounters if self.compiled else Counters)(words, rank, world_size, timeout, self.spin)
         self._kinds: dict = {}
+        # the compiled all-reduce: its view of the segment, and (type, op, item size) by (op, dtype)
+        self._layout = (self._bytes.ctypes.data, rank, world_size, depth, self.capacity, self._staging_at, self._result_at,
+                        int(self.spin * 1e9), int(timeout * 1e9))
+        self._compiled_codes = _compiled_codes() if self.compiled else {}
         self._seq = 0  # chunks so far, the same on every rank
 
     def close(self) -> None:
@@ -398,6 +451,12 @@ class SharedMemory:
     # -- the collectives ---------------------------------------------------------------
 
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> None:
+        code = self._compiled_codes.get((op, tensor.dtype))
+        if code is not None and not tensor.is_cuda and tensor.is_contiguous():  # the whole call in compiled code
+            count = tensor.numel()
+            two_shot = self.mode == "two-shot" or (self.mode == "auto" and count * code[2] > ONE_SHOT_LIMIT)
+            self._seq = _shmkernel.all_reduce(self._layout, self._seq, tensor.data_ptr(), count, code[0], code[1], int(two_shot))
+            return
         if tensor.is_cuda:
             raise TypeError("shm: CPU tensors only")
         kind = self._kinds.get((op, tensor.dtype)) or self._kind(op, tensor.dtype)
@@ -458,6 +517,17 @@ class SharedMemory:
             self._sync.post(GATHERED, g + 1)
         if not output.is_contiguous():
             output.copy_(flat.view(output.shape))
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_codes() -> dict:
+    """{(op, torch dtype): (type index, op index, item size)} for what the compiled all-reduce does."""
+    codes = {}
+    for t, name in enumerate(_shmkernel.TYPES):
+        dtype = getattr(torch, name)
+        for o, op in enumerate(_shmkernel.OPS):
+            codes[(op, dtype)] = (t, o, dtype.itemsize)
+    return codes
 
 
 @functools.lru_cache(maxsize=256)

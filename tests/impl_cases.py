@@ -43,7 +43,7 @@ SCHEDULE_BACKENDS = {
     "hierarchical-ring": "HierarchicalRing",
     "direct": "Direct",
 }
-SHM_BACKENDS = {"shm": {}, "shm-one-shot": {"mode": "one-shot"}, "shm-two-shot": {"mode": "two-shot"}, "shm-dist-barrier": {"mode": "two-shot", "barrier": "dist"}, "shm-small-slots": {"capacity": 256}}
+SHM_BACKENDS = {"shm": {}, "shm-one-shot": {"mode": "one-shot"}, "shm-two-shot": {"mode": "two-shot"}, "shm-dist-barrier": {"mode": "two-shot", "barrier": "dist"}, "shm-small-slots": {"capacity": 256}, "shm-numpy": {"compiled": False}, "shm-numpy-two-shot": {"compiled": False, "mode": "two-shot"}}
 REDUCING = ("allreduce", "reduce_scatter", "reduce")
 
 

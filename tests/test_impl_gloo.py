@@ -59,6 +59,7 @@ SHM = (
     + [Case(b, "allreduce", 3, 1000, dtype, op) for b in ("shm-one-shot", "shm-two-shot") for dtype in DTYPES for op in OPS]
     + [Case("shm", collective, n, count, "bfloat16") for collective in ("reduce_scatter", "allgather") for n in (3, 4) for count in (0, 7, 1000, BIG // 4)]
     + [Case("shm", "allreduce", 4, count, "float16", "avg") for count in (1000, BIG)]
+    + [Case(b, "allreduce", n, count, dtype, op) for b in ("shm-numpy", "shm-numpy-two-shot") for n in (3, 4) for count in (7, BIG) for dtype, op in (("float32", "sum"), ("int32", "max"))]
     + [Case("shm-dist-barrier", "allreduce", 3, 1000), Case("shm-small-slots", "allreduce", 4, 1000, "float64"), Case("shm-small-slots", "reduce_scatter", 3, 100, "int8", "avg"), Case("shm-small-slots", "allgather", 2, 100, "uint8")]
 )
 WRONG_HOP = Case("wrong-hop", "allreduce", 4, 1000, record=True)

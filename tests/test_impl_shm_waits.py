@@ -78,25 +78,27 @@ def test_every_post_wakes_the_sleepers_on_its_word(monkeypatch, counter):
     assert woken == [counters.address + 4 * index] and counters.words[index] == 7
 
 
-def _two_shot_under_contention(rank: int, world: int) -> list[bytes]:
+def _two_shot_under_contention(rank: int, world: int, compiled: bool) -> tuple[int, list[str]]:
     """Many small chunks, back to back, no spinning (sleep at once, as with
-    fewer cores than ranks); returns the waits that no post woke (they ran
-    into their timeout) and the outputs."""
-    expired = []  # waits that ran into their timeout: no post woke them
+    fewer cores than ranks); returns how many waits no post woke (they ran
+    into their timeout) and the outputs' digests."""
+    expired = []
     sleep = futex.wait
     futex.wait = lambda address, seen, timeout: sleep(address, seen, timeout) or expired.append(seen) or False
-    backend = shm.SharedMemory(rank, world, mode="two-shot", capacity=4096, spin=0.0, timeout=10.0)
+    compiled_before = shm._shmkernel.stats()["expired"] if compiled else 0
+    backend = shm.SharedMemory(rank, world, mode="two-shot", capacity=4096, spin=0.0, timeout=10.0, compiled=compiled)
     tensors = [torch.arange(1 << 16, dtype=torch.float32) * (rank + 1) + call for call in range(CALLS)]
     for x in tensors:  # back to back: the ranks stay close, where the races are
         backend.all_reduce(x)
     backend.close()
-    return expired, [hashlib.sha256(x.numpy().tobytes()).hexdigest() for x in tensors]
+    compiled_expired = shm._shmkernel.stats()["expired"] - compiled_before if compiled else 0
+    return len(expired) + compiled_expired, [hashlib.sha256(x.numpy().tobytes()).hexdigest() for x in tensors]
 
 
-def test_two_shot_with_many_chunks_and_no_spinning_finishes_on_every_rank():
-    results = values(run_ranks(4, _two_shot_under_contention, timeout=120))
-    assert [expired for expired, _ in results] == [[]] * 4  # every sleeper was woken by a post
-    results = [outputs for _, outputs in results]
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.skipif(shm._shmkernel is None, reason="the compiled shm kernel is not built"))], ids=["numpy", "compiled"])
+def test_two_shot_with_many_chunks_and_no_spinning_finishes_on_every_rank(compiled):
+    results = values(run_ranks(4, _two_shot_under_contention, compiled, timeout=120))
+    assert [expired for expired, _ in results] == [0] * 4  # every sleeper was woken by a post
     for call in range(CALLS):
         want = hashlib.sha256((np.arange(1 << 16, dtype=np.float32) * 10 + 4 * call).tobytes()).hexdigest()  # sum of (r + 1) * i + call, exact in float32
-        assert [r[call] for r in results] == [want] * 4
+        assert [digests[call] for _, digests in results] == [want] * 4
