@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 enum { STAGED = 0, REDUCED = 1, GATHERED = 2 };
@@ -68,8 +69,12 @@ static void post(int32_t *word, int32_t value) {
         syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* 0 once *word has reached value; -1 after timeout_ns without it. */
-static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int64_t timeout_ns) {
+/* 0 once *word has reached value; -1 after timeout_ns without it. Polls for
+ * spin_ns, then yields the core up to `yields` times (with fewer cores than
+ * ranks the peer being waited for is often next in this core's run queue:
+ * a yield hands it the core without the cost of a sleep and a wake-up),
+ * then sleeps on the futex. */
+static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int yields, int64_t timeout_ns) {
     if (reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), value)) return 0;
     if (spin_ns > 0) {
         int64_t until = now_ns() + spin_ns;
@@ -78,6 +83,10 @@ static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int64_t time
             relax();
             if ((i & 63) == 0 && now_ns() >= until) break;
         }
+    }
+    for (int i = 0; i < yields; i++) {
+        sched_yield();
+        if (reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), value)) return 0;
     }
     int64_t deadline = now_ns() + timeout_ns;
     for (;;) {
@@ -102,6 +111,7 @@ typedef struct {
     char *base;
     int rank, world, depth;
     int64_t capacity, staging_at, result_at, spin_ns, timeout_ns;
+    int yields;
     /* where a wait timed out, for the error message */
     int failed_counter, failed_rank;
     int32_t failed_value;
@@ -118,7 +128,7 @@ static int wait_all(Segment *s, int counter, int64_t value) {
     int32_t wanted = (int32_t)(uint32_t)value;
     for (int r = 0; r < s->world; r++) {
         if (r == s->rank) continue;
-        if (wait_word(counter_word(s, counter, r), wanted, s->spin_ns, s->timeout_ns) != 0) {
+        if (wait_word(counter_word(s, counter, r), wanted, s->spin_ns, s->yields, s->timeout_ns) != 0) {
             s->failed_counter = counter, s->failed_rank = r, s->failed_value = wanted;
             return -1;
         }
@@ -262,7 +272,7 @@ static PyObject *timeout_error(const Segment *s) {
 }
 
 static int read_segment(PyObject *const *args, Segment *s) {
-    /* (base, rank, world, depth, capacity, staging_at, result_at, spin_ns, timeout_ns) */
+    /* (base, rank, world, depth, capacity, staging_at, result_at, spin_ns, yields, timeout_ns) */
     s->base = (char *)PyLong_AsVoidPtr(args[0]);
     s->rank = (int)PyLong_AsLong(args[1]);
     s->world = (int)PyLong_AsLong(args[2]);
@@ -271,22 +281,23 @@ static int read_segment(PyObject *const *args, Segment *s) {
     s->staging_at = PyLong_AsLongLong(args[5]);
     s->result_at = PyLong_AsLongLong(args[6]);
     s->spin_ns = PyLong_AsLongLong(args[7]);
-    s->timeout_ns = PyLong_AsLongLong(args[8]);
+    s->yields = (int)PyLong_AsLong(args[8]);
+    s->timeout_ns = PyLong_AsLongLong(args[9]);
     return PyErr_Occurred() ? -1 : 0;
 }
 
 PyDoc_STRVAR(all_reduce_doc,
              "all_reduce(segment, seq, address, count, type, op, mode) -> seq\n\n"
              "All-reduce ``count`` elements at ``address`` in place; ``segment`` is the tuple\n"
-             "(base, rank, world, depth, capacity, staging_at, result_at, spin_ns, timeout_ns),\n"
+             "(base, rank, world, depth, capacity, staging_at, result_at, spin_ns, yields, timeout_ns),\n"
              "``seq`` the next chunk number; returns the next one after this call's chunks.\n"
              "``type`` indexes TYPES, ``op`` OPS, ``mode`` 0 one-shot / 1 two-shot.\n"
              "Raises TimeoutError naming the rank and counter waited for.");
 
 static PyObject *py_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
-        PyErr_SetString(PyExc_TypeError, "all_reduce(segment: 9-tuple, seq, address, count, type, op, mode)");
+    if (nargs != 7 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 10) {
+        PyErr_SetString(PyExc_TypeError, "all_reduce(segment: 10-tuple, seq, address, count, type, op, mode)");
         return NULL;
     }
     Segment s;
@@ -325,16 +336,17 @@ static PyObject *py_post(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "wait(address, value, spin_ns, timeout_ns)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "wait(address, value, spin_ns, yields, timeout_ns)");
         return NULL;
     }
     int32_t *word = (int32_t *)PyLong_AsVoidPtr(args[0]);
-    long long value = PyLong_AsLongLong(args[1]), spin = PyLong_AsLongLong(args[2]), timeout = PyLong_AsLongLong(args[3]);
+    long long value = PyLong_AsLongLong(args[1]), spin = PyLong_AsLongLong(args[2]), timeout = PyLong_AsLongLong(args[4]);
+    int yields = (int)PyLong_AsLong(args[3]);
     if (PyErr_Occurred()) return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS;
-    rc = wait_word(word, (int32_t)(uint32_t)(uint64_t)value, spin, timeout);
+    rc = wait_word(word, (int32_t)(uint32_t)(uint64_t)value, spin, yields, timeout);
     Py_END_ALLOW_THREADS;
     return PyBool_FromLong(rc == 0);
 }
@@ -352,7 +364,7 @@ static PyMethodDef methods[] = {
     {"post", (PyCFunction)(void (*)(void))py_post, METH_FASTCALL,
      "post(address, value): store the int32 counter at address; wake its sleepers if any announced themselves."},
     {"wait", (PyCFunction)(void (*)(void))py_wait, METH_FASTCALL,
-     "wait(address, value, spin_ns, timeout_ns) -> bool: whether the counter reached value (modulo 2**32) in time."},
+     "wait(address, value, spin_ns, yields, timeout_ns) -> bool: whether the counter reached value (modulo 2**32) in time."},
     {NULL, NULL, 0, NULL},
 };
 

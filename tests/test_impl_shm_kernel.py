@@ -27,7 +27,7 @@ class Segment:
         header = 3 * world * shm.FLAG_BYTES
         self.memory = np.zeros(header + world * DEPTH * capacity + DEPTH * capacity, dtype=np.uint8)
         staging_at, result_at = header, header + world * DEPTH * capacity
-        self.layouts = [(self.memory.ctypes.data, r, world, DEPTH, capacity, staging_at, result_at, int(spin * 1e9), int(timeout * 1e9)) for r in range(world)]
+        self.layouts = [(self.memory.ctypes.data, r, world, DEPTH, capacity, staging_at, result_at, int(spin * 1e9), shm.YIELDS, int(timeout * 1e9)) for r in range(world)]
         self.seq = [0] * world
 
     def all_reduce(self, arrays: list[np.ndarray], op: str, mode: int) -> None:
@@ -135,18 +135,18 @@ def test_bad_arguments_are_refused():
     x = np.ones(4, dtype=np.float32)
     with pytest.raises(ValueError, match="bad arguments"):
         kernel.all_reduce(segment.layouts[0], 0, x.ctypes.data, x.size, 99, 0, 0)
-    with pytest.raises(TypeError, match="9-tuple"):
+    with pytest.raises(TypeError, match="10-tuple"):
         kernel.all_reduce(segment.layouts[0][:3], 0, x.ctypes.data, x.size, 0, 0, 0)
 
 
 def test_wait_returns_at_once_on_a_reached_value_and_false_on_a_timeout():
     words = np.zeros(32, dtype=np.int32)
     words[0] = 5
-    assert kernel.wait(words.ctypes.data, 5, 0, 1_000_000_000)
-    assert kernel.wait(words.ctypes.data, 4, 0, 1_000_000_000)
-    assert kernel.wait(words.ctypes.data, 5 - 2**32, 0, 1_000_000_000)  # modulo 2**32
+    assert kernel.wait(words.ctypes.data, 5, 0, 0, 1_000_000_000)
+    assert kernel.wait(words.ctypes.data, 4, 0, 0, 1_000_000_000)
+    assert kernel.wait(words.ctypes.data, 5 - 2**32, 0, 0, 1_000_000_000)  # modulo 2**32
     before = kernel.stats()["expired"]
-    assert not kernel.wait(words.ctypes.data, 6, 1000, 10_000_000)
+    assert not kernel.wait(words.ctypes.data, 6, 1000, 3, 10_000_000)
     assert kernel.stats()["expired"] == before + 1
     assert words[1] == 0  # the sleeper count is back to zero
 
@@ -155,7 +155,7 @@ def test_a_post_wakes_a_sleeper_that_announced_itself():
     words = np.zeros(32, dtype=np.int32)
     before = kernel.stats()
     done = []
-    sleeper = threading.Thread(target=lambda: done.append(kernel.wait(words.ctypes.data, 1, 0, 30_000_000_000)))
+    sleeper = threading.Thread(target=lambda: done.append(kernel.wait(words.ctypes.data, 1, 0, 0, 30_000_000_000)))
     sleeper.start()
     while words[1] == 0:  # the sleeper has announced itself
         pass
