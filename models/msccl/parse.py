@@ -464,15 +464,11 @@ def _nop_chain_without_dependency(p: Program) -> int | None:
     from .executor import transmission_starts
 
     start = transmission_starts(p)
-    pending = np.zeros(p.threadblocks, dtype=bool)
     nop_dep = (p.type == NOP) & (p.depid >= 0)
+    # steps are in thread-block order: a candidate follows a pending chain
+    # when the candidate before it, in its thread block, is such a nop
     candidates = np.flatnonzero(nop_dep | start)
-    for i in candidates:
-        tb = p.tb[i]
-        if nop_dep[i]:
-            pending[tb] = True
-        else:
-            if pending[tb] and p.depid[i] < 0:
-                return int(i)
-            pending[tb] = False
-    return None
+    after_nop = np.zeros(candidates.size, dtype=bool)
+    after_nop[1:] = nop_dep[candidates[:-1]] & (p.tb[candidates[1:]] == p.tb[candidates[:-1]])
+    hits = candidates[after_nop & ~nop_dep[candidates] & (p.depid[candidates] < 0)]
+    return int(hits[0]) if hits.size else None
