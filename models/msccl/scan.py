@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: bytes that make a file not plain (see the module text)
-NOT_PLAIN = (b"<!", b"<?", b"&", b"'", b"\r", b"\t")
+#: bytes that make a file not plain (see the module text), and what may not follow a '<'
+NOT_PLAIN = (b"&", b"'", b"\r", b"\t")
+NOT_A_TAG = (ord("!"), ord("?"))
 #: inside a tag: the text between an attribute's value and the next one's
 _BETWEEN = re.compile(r" ([^ =]+)=")
 #: inside a tag: the text after the last value
@@ -58,8 +59,8 @@ def scan(data: bytes, parse, nesting: tuple[str, ...]) -> Scanned | None:
     opens, closes = np.flatnonzero(text == ord("<")), np.flatnonzero(text == ord(">"))
     newlines = np.flatnonzero(text == ord("\n"))
     lines = np.searchsorted(newlines, opens)
-    if opens.size != closes.size or np.any(lines != np.searchsorted(newlines, closes)):
-        return None  # a '>' outside a tag's end, or a newline inside a tag
+    if opens.size != closes.size or np.any(lines != np.searchsorted(newlines, closes)) or np.any(np.isin(text[opens + 1], NOT_A_TAG)):
+        return None  # a '>' outside a tag's end, a newline inside a tag, a comment, declaration or instruction
     lines += 1
     end = text[opens + 1] == ord("/")
     empty = text[closes - 1] == ord("/")
@@ -123,12 +124,12 @@ def _step_values(text: np.ndarray, opens: np.ndarray, closes: np.ndarray, name: 
         return None
     at = quotes[low[:, None] + np.arange(2 * len(names))]  # [step, quote]
     # the text around the values: from '<' to the first quote, between values, to '>'
-    gap_starts = np.column_stack([opens, at[:, 1::2] + 1])
-    gap_stops = np.column_stack([at[:, 0::2], closes + 1])
     for k, gap in enumerate(gaps):
-        if np.any(gap_stops[:, k] - gap_starts[:, k] != len(gap)):
+        start = opens if k == 0 else at[:, 2 * k - 1] + 1
+        stop = closes + 1 if k == len(names) else at[:, 2 * k]
+        if np.any(stop - start != len(gap)):
             return None
-        if not np.all(text[gap_starts[:, k, None] + np.arange(len(gap))] == np.frombuffer(gap, np.uint8)):
+        if not np.all(np.lib.stride_tricks.sliding_window_view(text, len(gap))[start] == np.frombuffer(gap, np.uint8)):
             return None
     return {n: _joined(text, at[:, 2 * k] + 1, at[:, 2 * k + 1]) for k, n in enumerate(names)}
 
