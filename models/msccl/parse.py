@@ -23,6 +23,11 @@ change``, which the command line turns into exit status 2:
   without a dependency of its own (both executors refuse such a file:
   msccl_parser.cc, "the last reduction must be a part of the first
   immediate instruction").
+
+Files as MSCCLang and collspec write them are read from their bytes by
+:mod:`.scan` once expat has checked them; any other file, and any file with
+a problem above, is read through expat's element handlers, which report
+the problem and its line.
 """
 
 from __future__ import annotations

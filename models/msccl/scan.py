@@ -53,14 +53,17 @@ def scan(data: bytes, parse, nesting: tuple[str, ...]) -> Scanned | None:
     """The elements of ``data`` if it is plain and well formed (``parse``
     runs an expat parser without element handlers over it and returns
     False where it fails), else None. ``nesting``: element names by depth."""
-    if not data.isascii() or any(mark in data for mark in NOT_PLAIN) or not parse(data):
+    if not data.isascii() or any(mark in data for mark in NOT_PLAIN):
         return None
     text = np.frombuffer(data, dtype=np.uint8)
-    opens, closes = np.flatnonzero(text == ord("<")), np.flatnonzero(text == ord(">"))
+    opens = np.flatnonzero(text == ord("<"))
+    if np.any(np.isin(text[np.minimum(opens + 1, text.size - 1)], NOT_A_TAG)) or not parse(data):
+        return None  # a comment, declaration or processing instruction; XML that is not well formed
+    closes = np.flatnonzero(text == ord(">"))
     newlines = np.flatnonzero(text == ord("\n"))
     lines = np.searchsorted(newlines, opens)
-    if opens.size != closes.size or np.any(lines != np.searchsorted(newlines, closes)) or np.any(np.isin(text[opens + 1], NOT_A_TAG)):
-        return None  # a '>' outside a tag's end, a newline inside a tag, a comment, declaration or instruction
+    if opens.size != closes.size or np.any(lines != np.searchsorted(newlines, closes)):
+        return None  # a '>' outside a tag's end, or a newline inside a tag
     lines += 1
     end = text[opens + 1] == ord("/")
     empty = text[closes - 1] == ord("/")
