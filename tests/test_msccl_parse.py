@@ -4,6 +4,7 @@ refused with FILE:LINE and what to change (exit 2 on the command line)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -216,3 +217,81 @@ def test_fast_and_slow_step_readers_agree_on_the_corpus():
         slow = parse_module._step_columns_each(steps, np.arange(len(steps)), None)
         assert fast is not None, path.name
         assert list(fast) == list(slow) and all(np.array_equal(fast[k], slow[k]) and fast[k].dtype == slow[k].dtype for k in slow), path.name
+
+
+def _read(text: str):
+    """loads' outcome as comparable data: the program's fields, or the error."""
+    try:
+        p = loads(text)
+    except MscclFormatError as error:
+        return ("error", str(error))
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in vars(p).items()}
+
+
+PLAIN_VARIANTS = [
+    # (id, old, new): each edit of PAIR either keeps it plain or is read by the handlers
+    ("as-written", "", ""),
+    ("swapped-attributes", 'srcbuf="i" srcoff="1"', 'srcoff="1" srcbuf="i"'),
+    ("two-spaces", 'srcbuf="i" srcoff="1"', 'srcbuf="i"  srcoff="1"'),
+    ("space-before-end", 'hasdep="0"/>', 'hasdep="0" />'),
+    ("spaces-around-equals", 'srcoff="1"', 'srcoff = "1"'),
+    ("newline-in-tag", 'srcbuf="i" srcoff="1"', 'srcbuf="i"\n srcoff="1"'),
+    ("tab", "      <step", "\t<step"),
+    ("carriage-returns", "\n", "\r\n"),
+    ("character-reference", 'srcoff="1"', 'srcoff="&#49;"'),
+    ("apostrophes", 'srcoff="1"', "srcoff='1'"),
+    ("comment", "<algo", "<!-- a comment --><algo"),
+    ("declaration", "<algo", '<?xml version="1.0"?>\n<algo'),
+    ("open-close-step", 'hasdep="0"/>', 'hasdep="0"></step>'),
+    ("extra-step-attribute", 'hasdep="0"/>', 'hasdep="0" x="1"/>'),
+    ("extra-tb-attribute", 'chan="0">', 'chan="0" x="y">'),
+    ("namespace", "<algo ", '<algo xmlns="urn:x" '),
+    ("prefixed-attribute", 'chan="0">', 'chan="0" xmlns:a="urn:a" a:x="1">'),
+    ("greater-than-in-value", 'name="t"', 'name="t>"'),
+    ("text-between-elements", "</tb>", "words</tb>"),
+    ("non-ascii-name", 'name="t"', 'name="t\u00e9"'),
+    ("comma-in-value", 'srcoff="1"', 'srcoff="1,1"'),
+    ("empty-value", 'srcoff="1"', 'srcoff=""'),
+    ("step-in-gpu", '<tb id="0" send="1"', '<step/><tb id="0" send="1"'),
+    ("element-in-step", 'hasdep="0"/>', 'hasdep="0"><x/></step>'),
+    ("wrong-root", PAIR, "<gpu id='0'/>"),
+    ("bare-root", PAIR, "<a/>"),
+    ("no-steps", PAIR, '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="1" coll="allreduce" inplace="1"><gpu id="0" i_chunks="2" o_chunks="0" s_chunks="0"/></algo>'),
+]
+
+
+@pytest.mark.parametrize("old, new", [v[1:] for v in PLAIN_VARIANTS], ids=[v[0] for v in PLAIN_VARIANTS])
+def test_plain_files_read_as_the_handlers_read_them(old, new, monkeypatch):
+    """The byte-level reader of plain files (scan.py) gives the same program,
+    or the same error, as expat's element handlers."""
+    text = PAIR.replace(old, new, 1) if old else PAIR
+    scanned = _read(text)
+    monkeypatch.setattr(parse_module, "_scan", lambda data: None)
+    assert scanned == _read(text)
+
+
+def test_plain_reader_takes_plain_files_and_only_those():
+    from collspec.models.generators import generate
+    from collspec.models.msccl import to_xml
+
+    assert parse_module._scan(PAIR.encode()) is not None
+    assert parse_module._scan(to_xml(generate("ring", "allreduce", 4)).encode()) is not None
+    assert parse_module._scan(PAIR.replace("\n", "\r\n").encode()) is None
+    assert parse_module._scan(("<!-- c -->" + PAIR).encode()) is None
+
+
+def test_plain_reader_agrees_on_the_corpus_and_exported_algorithms(monkeypatch):
+    from collspec.models.generators import generate
+    from collspec.models.msccl import to_xml
+    from collspec.models.msccl.corpus import DATA
+
+    texts = [path.read_text() for path in sorted(DATA.glob("*.xml"))]
+    texts += [to_xml(generate(a, c, n)) for a, c, n in (("ring", "allreduce", 8), ("ring", "allgather", 5), ("direct", "alltoall", 4))]
+    every_type = [step(k, kind) for k, kind in enumerate(["s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "res", "ra"])] + [nop(10)]
+    texts += [program([(0, [(1, 1, 0, every_type), (-1, -1, 0, [])]), (1, [])])]
+    # every step with the attributes in another order, and a problem the checks after reading find
+    texts += [re.sub(r'srcbuf="(\w)" srcoff="(-?\d+)"', r'srcoff="\2" srcbuf="\1"', PAIR), edit('<step s="1" type="rrc"', '<step s="5" type="rrc"')]
+    assert all(parse_module._scan(text.encode()) is not None for text in texts[-4:])
+    scanned = [_read(text) for text in texts]
+    monkeypatch.setattr(parse_module, "_scan", lambda data: None)
+    assert scanned == [_read(text) for text in texts]

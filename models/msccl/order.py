@@ -243,9 +243,10 @@ def levels(n: int, src: np.ndarray, dst: np.ndarray, blocked: np.ndarray) -> np.
         if counts.sum() == 0:
             break
         starts = np.repeat(lo - np.r_[0, np.cumsum(counts)[:-1]], counts)
-        targets = succ[starts + np.arange(counts.sum())]
-        np.subtract.at(indegree, targets, 1)
-        frontier = np.unique(targets[indegree[targets] == 0])
+        # with return_counts, np.unique neither needs subtract.at nor imports numpy.ma
+        targets, times = np.unique(succ[starts + np.arange(counts.sum())], return_counts=True)
+        indegree[targets] -= times
+        frontier = targets[indegree[targets] == 0]
         depth += 1
     return level
 

@@ -23,13 +23,18 @@ change``, which the command line turns into exit status 2:
   without a dependency of its own (both executors refuse such a file:
   msccl_parser.cc, "the last reduction must be a part of the first
   immediate instruction").
+
+Files as MSCCLang and collspec write them are read from their bytes by
+:mod:`.scan` once expat has checked them; any other file, and any file with
+a problem above, is read through expat's element handlers, which report
+the problem and its line.
 """
 
 from __future__ import annotations
 
-import operator
 import os
 import re
+from itertools import chain
 
 import numpy as np
 from defusedxml import DefusedXmlException
@@ -41,6 +46,7 @@ from ...spec.errors import SpecError
 from ..layout import ScheduleError
 from .cells import data_sizes
 from .program import BUFFER_CODES, NOP, READS_SRC, RECEIVES, SENDS, TYPE_CODES, WRITES_DST, Program
+from .scan import scan
 
 MAX_FILE_BYTES = 64 << 20
 MAX_GPUS = 1 << 16
@@ -82,6 +88,7 @@ class _Elements:
         self.steps: list[dict] = []
         self.step_lines: list[int] = []
         self.tb_first_step: list[int] = []  # per <tb>: how many <step>s came before it
+        self.columns: dict[str, np.ndarray] | None = None  # the step columns, when read by scan()
 
     def start(self, tag, attrs):
         if self.depth == 3 and tag == "step":  # the common element, first and short
@@ -135,33 +142,68 @@ def loads(data: bytes | str, source: str = "<xml>") -> Program:
     def fail(line: int, what: str, fix: str) -> MscclFormatError:
         return MscclFormatError(f"{source}:{line}: {what}; {fix}")
 
-    elements = _Elements(fail)
+    elements = _scan(data) or _read(data, fail)
+    if elements.algo is None:
+        raise fail(1, "no <algo> element", "an MSCCL file is one <algo> holding <gpu> elements")
+    return _build(elements, source, fail)
+
+
+def _parser():
+    """The defused expat parser (DTDs, entity declarations and external
+    references refused) without ElementTree's handlers."""
     parser = DefusedXMLParser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    expat = elements.expat = parser.parser
+    expat = parser.parser
     expat.ordered_attributes = False
-    expat.StartElementHandler = elements.start
-    expat.EndElementHandler = elements.end
-    expat.CharacterDataHandler = None
+    expat.StartElementHandler = expat.EndElementHandler = expat.CharacterDataHandler = None
     # ElementTree's default handler is called for every run of whitespace
     # between elements (two calls per <step>; about 8% of the parse); without
     # it expat itself refuses an undefined entity reference, and defusedxml's
     # DTD and entity handlers stay in place.
     expat.DefaultHandlerExpand = None
+    return expat
+
+
+def _scan(data: bytes) -> _Elements | None:
+    """The elements of a plain file (:mod:`.scan`), with their step columns
+    already read; None where the file is not plain or its columns are not."""
+
+    def well_formed(data: bytes) -> bool:
+        try:
+            _parser().Parse(data, True)
+        except (ExpatError, DefusedXmlException):
+            return False
+        return True
+
+    found = scan(data, well_formed, NESTING)
+    columns = found and _columns_of_text(found.step_values, len(found.step_lines))
+    if columns is None:
+        return None
+    elements = _Elements(None)
+    elements.algo, elements.gpus, elements.tbs = found.algo, found.gpus, found.tbs
+    elements.tb_gpu, elements.tb_first_step, elements.step_lines = found.tb_gpu, found.tb_first_step, found.step_lines
+    elements.columns = columns
+    return elements
+
+
+def _read(data: bytes, fail) -> _Elements:
+    """The elements of any file, with expat calling :class:`_Elements`."""
+    elements = _Elements(fail)
+    expat = elements.expat = _parser()
+    expat.StartElementHandler = elements.start
+    expat.EndElementHandler = elements.end
     try:
         expat.Parse(data, True)
     except ExpatError as error:
         raise fail(error.lineno, f"malformed XML ({ErrorString(error.code)})", "fix the XML syntax") from None
     except DefusedXmlException as error:
-        line = parser.parser.CurrentLineNumber
+        line = expat.CurrentLineNumber
         what = {
             "DTDForbidden": "a document type declaration (<!DOCTYPE ...>)",
             "EntitiesForbidden": f"an entity declaration ({getattr(error, 'name', '?')})",
             "ExternalReferenceForbidden": "an external entity reference",
         }.get(type(error).__name__, type(error).__name__)
         raise fail(line, f"refused {what} [{type(error).__name__}]", "MSCCL files need no DTD or entity declarations; remove them") from None
-    if elements.algo is None:
-        raise fail(1, "no <algo> element", "an MSCCL file is one <algo> holding <gpu> elements")
-    return _build(elements, source, fail)
+    return elements
 
 
 # -- validation -------------------------------------------------------------------
@@ -277,14 +319,14 @@ def _build(el: _Elements, source: str, fail) -> Program:
             raise fail(int(tb_line[b]), f"thread blocks {int(tb_cols[0, a])} and {int(tb_cols[0, b])} of GPU {int(tb_gpu[b])} both {role} GPU {int(peer[b])} on channel {int(tb_cols[3, b])}", "a connection (peer, channel) belongs to one thread block: move one to another chan")
 
     # steps: attributes column by column
-    nsteps = len(el.steps)
+    nsteps = len(el.step_lines)
     step_lines = np.asarray(el.step_lines, dtype=np.int64)
     # every <step> belongs to the <tb> before it
     file_tb = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(np.r_[el.tb_first_step, nsteps]).astype(np.int64)) if ntb else np.zeros(0, np.int64)
     rank_of_file_tb = np.empty(ntb, dtype=np.int64)
     rank_of_file_tb[order] = np.arange(ntb)
     step_tb_global = rank_of_file_tb[file_tb] if nsteps else np.zeros(0, np.int64)
-    columns = _step_columns(el.steps, step_lines, fail)
+    columns = el.columns if el.columns is not None else _step_columns(el.steps, step_lines, fail)
     # steps in thread-block order, keeping file order inside a thread block
     step_order = np.argsort(step_tb_global, kind="stable")
     step_tb_global = step_tb_global[step_order]
@@ -325,28 +367,47 @@ def _step_columns(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.nd
 
 
 #: a column of plain decimal integers, joined by commas, that int64 holds
-_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*", re.ASCII)
+#: (possessive: backtracking cannot help a full match, and is 4x slower)
+_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*+", re.ASCII)
 
 
 def _step_columns_fast(steps: list[dict]) -> dict[str, np.ndarray] | None:
-    """The columns when every value is plain (else None): itemgetter and
-    one regex per column run in C."""
+    """The columns when every step lists the same attributes in the same
+    order and every value is plain (else None). Each step's dict is visited
+    twice in C (its names, then its values), not once per attribute: with
+    32k steps the dicts no longer fit in cache and each visit costs."""
+    names = list(steps[0])
+    width, count = len(names), len(steps)
+    if set(map(len, steps)) != {width}:
+        return None
+    every_name = list(chain.from_iterable(steps))
+    if any(every_name[k::width].count(name) != count for k, name in enumerate(names)):
+        return None
+    values = list(chain.from_iterable(map(dict.values, steps)))
+    return _columns_of_text({name: ",".join(values[k::width]) for k, name in enumerate(names)}, count)
+
+
+def _columns_of_text(values: dict[str, str], count: int) -> dict[str, np.ndarray] | None:
+    """The columns from every step's value of each attribute, joined by
+    commas, when all are plain (one regex and one conversion in C), else None."""
+    if not set(STEP_REQUIRED) <= set(values):
+        return None
+    text = ",".join([values[name] for name in STEP_INTS])
+    if not _DECIMALS.fullmatch(text):
+        return None
+    numbers = np.fromstring(text, dtype=np.int64, sep=",")
+    if numbers.size != len(STEP_INTS) * count:  # a value holding a comma
+        return None
+    numbers = numbers.reshape(len(STEP_INTS), count)
     out: dict[str, np.ndarray] = {}
     for name in STEP_REQUIRED:
-        try:
-            values = list(map(operator.itemgetter(name), steps))
-        except KeyError:
-            return None
         if name in STEP_INTS:
-            text = ",".join(values)
-            if not _DECIMALS.fullmatch(text):
-                return None
-            out[name] = np.fromstring(text, dtype=np.int64, sep=",")
-        else:
-            codes = list(map((TYPE_CODES if name == "type" else BUFFER_CODES).get, values))
-            if None in codes:
-                return None
-            out[name] = np.array(codes, dtype=np.int64)
+            out[name] = numbers[STEP_INTS.index(name)]
+            continue
+        codes = list(map((TYPE_CODES if name == "type" else BUFFER_CODES).get, values[name].split(",")))
+        if len(codes) != count or None in codes:
+            return None
+        out[name] = np.array(codes, dtype=np.int64)
     return out
 
 
@@ -452,15 +513,11 @@ def _nop_chain_without_dependency(p: Program) -> int | None:
     from .executor import transmission_starts
 
     start = transmission_starts(p)
-    pending = np.zeros(p.threadblocks, dtype=bool)
     nop_dep = (p.type == NOP) & (p.depid >= 0)
+    # steps are in thread-block order: a candidate follows a pending chain
+    # when the candidate before it, in its thread block, is such a nop
     candidates = np.flatnonzero(nop_dep | start)
-    for i in candidates:
-        tb = p.tb[i]
-        if nop_dep[i]:
-            pending[tb] = True
-        else:
-            if pending[tb] and p.depid[i] < 0:
-                return int(i)
-            pending[tb] = False
-    return None
+    after_nop = np.zeros(candidates.size, dtype=bool)
+    after_nop[1:] = nop_dep[candidates[:-1]] & (p.tb[candidates[1:]] == p.tb[candidates[:-1]])
+    hits = candidates[after_nop & ~nop_dep[candidates] & (p.depid[candidates] < 0)]
+    return int(hits[0]) if hits.size else None

@@ -52,9 +52,11 @@ def accesses(p: Program, runs: np.ndarray, cells: CellMap) -> tuple[np.ndarray, 
 
 
 def candidate_pairs(p: Program, order: Order, cells: CellMap, gpus: np.ndarray):
-    """Pairs of distinct steps on one of ``gpus`` sharing a cell, one of them
-    writing it: yields arrays (a, b, cell) with a < b, one row per shared
-    cell, in slices of at most :data:`PAIR_SLICE` candidate rows."""
+    """Pairs of steps of different thread blocks on one of ``gpus`` sharing
+    a cell, one of them writing it: yields arrays (a, b, cell) with a < b,
+    one row per shared cell, in slices of at most :data:`PAIR_SLICE`
+    candidate rows. (Two steps of one thread block never race: program
+    order puts the earlier one before the later.)"""
     runs = np.flatnonzero((order.level >= 0) & (p.type != NOP) & np.isin(p.gpu, gpus))
     step, gpu, cell, write = accesses(p, runs, cells)
     key = gpu * np.int64(cells.cells) + cell
@@ -68,7 +70,7 @@ def candidate_pairs(p: Program, order: Order, cells: CellMap, gpus: np.ndarray):
         first, k = spread(partners[start:stop])
         first = first + start
         second = first + 1 + k
-        keep = (write[first] | write[second]) & (step[first] != step[second])
+        keep = (write[first] | write[second]) & (p.tb[step[first]] != p.tb[step[second]])
         a, b = step[first[keep]], step[second[keep]]
         yield np.minimum(a, b), np.maximum(a, b), cell[first[keep]]
         start = stop
@@ -143,9 +145,13 @@ def races(order: Order, maps: list[CellMap]) -> list[Violation]:
     more = 0  # racing pairs beyond the listed ones (counted per shared cell)
     names = {cells.mode: cells.names() for cells in maps}
     for gpus in gpu_batches(p):
-        clock, column = vector_clocks(order, gpus)
+        clock = None  # computed for the first candidate pair: one thread block per GPU has none
         for cells in maps:
             for a, b, cell in candidate_pairs(p, order, cells, gpus):
+                if a.size == 0:
+                    continue
+                if clock is None:
+                    clock, column = vector_clocks(order, gpus)
                 rows = np.flatnonzero(unordered(p, clock, column, a, b))
                 if len(found) >= LIST_LIMIT:
                     more += rows.size
