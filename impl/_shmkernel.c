@@ -37,6 +37,10 @@ enum { F32, F64, I8, U8, I16, I32, I64, TYPES };
 enum { SUM, PROD, MIN, MAX, OPS };
 enum { ONE_SHOT = 0, TWO_SHOT = 1 };
 #define WORDS_PER_FLAG 16 /* FLAG_BYTES / 4 */
+/* two-shot cuts a message into at least this many chunks (staging, reducing
+ * and copying out overlap across ranks), each of at least MIN_PIECE_BYTES */
+#define PIPELINE_PIECES 4
+#define MIN_PIECE_BYTES (64 << 10)
 
 static const int64_t ELEMENT_SIZE[TYPES] = {4, 8, 1, 1, 2, 4, 8};
 
@@ -166,20 +170,26 @@ INT_OPS(int16_t, uint16_t)
 INT_OPS(int32_t, uint32_t)
 INT_OPS(int64_t, uint64_t)
 
-#define FOLD(OP, T)                                                                 \
-    static void fold_##OP##_##T(char *out_, char *const *parts, int count, int64_t n) { \
-        T *out = (T *)out_;                                                         \
-        const T *a = (const T *)parts[0];                                           \
-        if (count == 1) {                                                           \
-            if (out_ != parts[0]) memmove(out, a, (size_t)n * sizeof(T));           \
-            return;                                                                 \
-        }                                                                           \
-        const T *b = (const T *)parts[1];                                           \
-        for (int64_t i = 0; i < n; i++) out[i] = OP##_##T(a[i], b[i]);              \
-        for (int k = 2; k < count; k++) {                                           \
-            const T *p = (const T *)parts[k];                                       \
-            for (int64_t i = 0; i < n; i++) out[i] = OP##_##T(out[i], p[i]);        \
-        }                                                                           \
+/* Blocked: each block of the output stays in L1 while every part is folded
+ * into it, so memory sees each part read once and the output written once;
+ * per element the operations and their order are those of whole passes. */
+#define FOLD_BLOCK 1024
+#define FOLD(OP, T)                                                                       \
+    static void fold_##OP##_##T(char *out_, char *const *parts, int count, int64_t n) {   \
+        T *out = (T *)out_;                                                               \
+        if (count == 1) {                                                                 \
+            if (out_ != parts[0]) memmove(out, parts[0], (size_t)n * sizeof(T));          \
+            return;                                                                       \
+        }                                                                                 \
+        for (int64_t at = 0; at < n; at += FOLD_BLOCK) {                                  \
+            int64_t end = n - at < FOLD_BLOCK ? n : at + FOLD_BLOCK;                      \
+            const T *a = (const T *)parts[0], *b = (const T *)parts[1];                   \
+            for (int64_t i = at; i < end; i++) out[i] = OP##_##T(a[i], b[i]);             \
+            for (int k = 2; k < count; k++) {                                             \
+                const T *p = (const T *)parts[k];                                         \
+                for (int64_t i = at; i < end; i++) out[i] = OP##_##T(out[i], p[i]);       \
+            }                                                                             \
+        }                                                                                 \
     }
 
 #define FOLDS(T) FOLD(sum, T) FOLD(prod, T) FOLD(min, T) FOLD(max, T)
@@ -225,6 +235,9 @@ static int one_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, F
  * the result buffer, copy chunk i - 2 out. */
 static int two_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, Fold fold) {
     int64_t size = ELEMENT_SIZE[type], step = s->capacity / size;
+    int64_t piece = (n + PIPELINE_PIECES - 1) / PIPELINE_PIECES, smallest = MIN_PIECE_BYTES / size;
+    if (piece < smallest) piece = smallest;
+    if (piece < step) step = piece; /* a message of one buffer or less still flows in a pipeline */
     int64_t chunks = (n + step - 1) / step, first = *seq;
     int r = s->rank, world = s->world;
     char *parts[world];

@@ -36,7 +36,9 @@ rank reduces, another is still staging and a third copying out. Every wait
 names a step that comes earlier in this order on every rank (staging waits
 for chunk g - depth to be REDUCED everywhere, reducing for chunk g to be
 STAGED and chunk g - depth GATHERED, copying out for chunk g to be
-REDUCED), so the pipeline cannot deadlock for ``depth`` >= 2. A wait is
+REDUCED), so the pipeline cannot deadlock for ``depth`` >= 2. (The
+compiled path also cuts a message of one buffer or less into up to four
+chunks of at least 64 KiB, so that 1 MiB flows through the pipeline too.) A wait is
 not always met when reached (reducing chunk g may find a peer still
 copying out chunk g - depth), which is why every counter update wakes.
 

@@ -86,7 +86,7 @@ def inputs(dtype: str, world: int, count: int, seed: int) -> list[np.ndarray]:
 def test_every_type_and_op_gives_numpys_rank_order_bits(dtype, op, mode):
     for world in (1, 2, 3, 4):
         segment = Segment(world, capacity=max(256, 16 * world))  # many chunks per call
-        for count in (0, 1, 7, 1000):
+        for count in (0, 1, 7, 1000, 2500):  # 2500: folds cross blocks of 1024
             xs = inputs(dtype, world, count, seed=count * 10 + world)
             want = numpy_fold(xs, op)
             outs = [x.copy() for x in xs]
@@ -121,6 +121,19 @@ def test_calls_of_both_modes_and_types_share_one_chunk_sequence():
         segment.all_reduce(outs, "sum", mode)
         assert all(same_bits(o, numpy_fold(xs, "sum")) for o in outs)
     assert len(set(segment.seq)) == 1 and segment.seq[0] > 5
+
+
+def test_two_shot_cuts_a_message_of_one_buffer_into_pipeline_chunks():
+    """300 000 float32 (1.2 MB) fit in one 2 MiB buffer but flow as 4
+    chunks of 75 000; 10 000 elements (40 KB) stay one chunk (64 KiB least)."""
+    segment = Segment(3, capacity=2 << 20)
+    for count, chunks in ((300_000, 4), (10_000, 1)):
+        before = segment.seq[0]
+        xs = inputs("float32", 3, count, seed=count)
+        outs = [x.copy() for x in xs]
+        segment.all_reduce(outs, "sum", 1)
+        assert segment.seq == [before + chunks] * 3
+        assert all(same_bits(o, numpy_fold(xs, "sum")) for o in outs)
 
 
 def test_a_missing_peer_times_out_naming_it_and_the_counter():
