@@ -113,6 +113,7 @@ def test_special_values_meet_in_every_order(dtype, op, mode):
     assert same_bits(outs[0], numpy_fold(xs, op))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the special values in numpy's fold
 def test_calls_of_both_modes_and_types_share_one_chunk_sequence():
     segment = Segment(3, capacity=128)
     for mode, dtype, count in [(0, "float32", 100), (1, "int64", 50), (1, "float64", 3), (0, "uint8", 1000), (1, "float32", 999)]:

@@ -102,3 +102,36 @@ def test_two_shot_with_many_chunks_and_no_spinning_finishes_on_every_rank(compil
     for call in range(CALLS):
         want = hashlib.sha256((np.arange(1 << 16, dtype=np.float32) * 10 + 4 * call).tobytes()).hexdigest()  # sum of (r + 1) * i + call, exact in float32
         assert [digests[call] for _, digests in results] == [want] * 4
+
+
+def _choose_path(rank: int, world: int) -> list:
+    """What SharedMemory does about the compiled path when the module is
+    missing (as after an install without a C compiler) and when asked for
+    things that cannot go together."""
+    out = []
+    for built, options in ((True, {}), (True, {"compiled": False}), (False, {}), (False, {"compiled": True}), (True, {"compiled": True, "barrier": "dist"})):
+        saved = shm._shmkernel
+        shm._shmkernel = saved if built else None
+        try:
+            backend = shm.SharedMemory(rank, world, **options)
+            x = torch.arange(5, dtype=torch.float32)
+            backend.all_reduce(x)
+            out.append((backend.compiled, type(backend._sync).__name__, x.tolist()))
+            backend.close()
+        except (RuntimeError, ValueError) as error:
+            out.append(str(error))
+        finally:
+            shm._shmkernel = saved
+    return out
+
+
+@pytest.mark.skipif(shm._shmkernel is None, reason="the compiled shm kernel is not built")
+def test_the_path_is_compiled_when_built_numpy_otherwise_and_contradictions_are_refused():
+    got = values(run_ranks(1, _choose_path, timeout=120))[0]
+    assert got == [
+        (True, "CompiledCounters", [0.0, 1.0, 2.0, 3.0, 4.0]),
+        (False, "Counters", [0.0, 1.0, 2.0, 3.0, 4.0]),
+        (False, "Counters", [0.0, 1.0, 2.0, 3.0, 4.0]),
+        "shm: compiled=True but collspec.impl._shmkernel is not built; reinstall with a C compiler (make install)",
+        "shm: compiled=True needs barrier='flags' (the compiled path waits on the counters)",
+    ]
