@@ -123,7 +123,12 @@ from .reduction import Reduction
 FLAG_BYTES = 64  # one cache line per counter
 DEFAULT_CAPACITY = 1 << 20  # bytes per staging / result buffer: the largest chunk
 DEFAULT_DEPTH = 3  # buffers per rank: chunks in flight
-ONE_SHOT_LIMIT = 64 << 10  # auto mode: one-shot up to this many bytes, two-shot above
+ONE_SHOT_LIMIT = 64 << 10  # auto mode, numpy path: one-shot up to this many bytes, two-shot above
+# auto mode, compiled path: its synchronisations are cheap, so two-shot's
+# smaller share of the reduction per rank wins from 16 KiB (bench/shm_vs_mpi.py,
+# 4 ranks on 2 cores, 16 KiB: 0.28-0.31 of Open MPI's time with this limit,
+# 0.42-0.47 with 16 KiB; 64 KiB: ~0.46 against ~0.98 with 64 KiB)
+COMPILED_ONE_SHOT_LIMIT = 8 << 10
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_SPIN = 50e-6  # seconds a waiter polls before it sleeps, when every rank has a core
 YIELDS = 8  # compiled path: times a waiter yields its core (after the spin) before it sleeps
@@ -274,7 +279,8 @@ class SharedMemory:
     """One-shot / two-shot all-reduce over shared memory (plug-in protocol).
 
     ``mode``: ``"one-shot"``, ``"two-shot"`` or ``"auto"`` (one-shot up to
-    :data:`ONE_SHOT_LIMIT` bytes). ``capacity``: bytes per buffer (the
+    :data:`COMPILED_ONE_SHOT_LIMIT` bytes on the compiled path,
+    :data:`ONE_SHOT_LIMIT` on the numpy path). ``capacity``: bytes per buffer (the
     largest chunk); ``depth``: buffers per rank (chunks in flight, >= 2).
     ``barrier``: ``"flags"`` (counters and futexes; x86-64 only, the default
     there) or ``"dist"``. ``spin``: seconds to poll before sleeping (default
@@ -461,7 +467,7 @@ class SharedMemory:
         code = self._compiled_codes.get((op, tensor.dtype))
         if code is not None and not tensor.is_cuda and tensor.is_contiguous():  # the whole call in compiled code
             count = tensor.numel()
-            two_shot = self.mode == "two-shot" or (self.mode == "auto" and count * code[2] > ONE_SHOT_LIMIT)
+            two_shot = self.mode == "two-shot" or (self.mode == "auto" and count * code[2] > COMPILED_ONE_SHOT_LIMIT)
             self._seq = _shmkernel.all_reduce(self._layout, self._seq, tensor.data_ptr(), count, code[0], code[1], int(two_shot))
             return
         if tensor.is_cuda:
