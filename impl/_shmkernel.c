@@ -23,6 +23,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#ifdef __FAST_MATH__
+#error "build _shmkernel without -ffast-math: its folds must give numpy's bits"
+#endif
+
 #include <errno.h>
 #include <linux/futex.h>
 #include <stdint.h>
@@ -40,6 +44,7 @@ enum { ONE_SHOT = 0, TWO_SHOT = 1 };
 /* two-shot cuts a message into at least this many chunks (staging, reducing
  * and copying out overlap across ranks), each of at least MIN_PIECE_BYTES */
 #define PIPELINE_PIECES 4
+#define MAX_WORLD 4096 /* bounds the per-call array of part pointers on the stack */
 #define MIN_PIECE_BYTES (64 << 10)
 
 static const int64_t ELEMENT_SIZE[TYPES] = {4, 8, 1, 1, 2, 4, 8};
@@ -73,12 +78,27 @@ static void post(int32_t *word, int32_t value) {
         syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* 0 once *word has reached value; -1 after timeout_ns without it. Polls for
+/* 0 once *word has reached value; -1 after timeout_ns without it;
+ * INTERRUPTED when a signal handler raised while it slept. Polls for
  * spin_ns, then yields the core up to `yields` times (with fewer cores than
  * ranks the peer being waited for is often next in this core's run queue:
  * a yield hands it the core without the cost of a sleep and a wake-up),
  * then sleeps on the futex. */
-static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int yields, int64_t timeout_ns) {
+#define INTERRUPTED (-3)
+
+/* A futex sleep ended by a signal: run Python's signal handlers (taking the
+ * GIL back for a moment through *tstate, which the caller saved with
+ * PyEval_SaveThread); INTERRUPTED when one raised (Ctrl-C), the exception
+ * then pending in the thread state. */
+static int check_signals(PyThreadState **tstate) {
+    if (tstate == NULL) return 0;
+    PyEval_RestoreThread(*tstate);
+    int raised = PyErr_CheckSignals();
+    *tstate = PyEval_SaveThread();
+    return raised ? INTERRUPTED : 0;
+}
+
+static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int yields, int64_t timeout_ns, PyThreadState **tstate) {
     if (reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), value)) return 0;
     if (spin_ns > 0) {
         int64_t until = now_ns() + spin_ns;
@@ -100,8 +120,12 @@ static int wait_word(int32_t *word, int32_t value, int64_t spin_ns, int yields, 
         if (!reached(seen, value) && left > 0) {
             struct timespec t = {left / 1000000000, left % 1000000000};
             __atomic_fetch_add(&sleeps, 1, __ATOMIC_RELAXED);
-            if (syscall(SYS_futex, word, FUTEX_WAIT, seen, &t, NULL, 0) == -1 && errno == ETIMEDOUT)
-                __atomic_fetch_add(&expired, 1, __ATOMIC_RELAXED);
+            int woke = (int)syscall(SYS_futex, word, FUTEX_WAIT, seen, &t, NULL, 0), why = errno;
+            if (woke == -1 && why == ETIMEDOUT) __atomic_fetch_add(&expired, 1, __ATOMIC_RELAXED);
+            if (woke == -1 && why == EINTR && check_signals(tstate) == INTERRUPTED) {
+                __atomic_fetch_sub(word + 1, 1, __ATOMIC_SEQ_CST);
+                return INTERRUPTED;
+            }
         }
         __atomic_fetch_sub(word + 1, 1, __ATOMIC_SEQ_CST);
         if (reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), value)) return 0;
@@ -116,6 +140,7 @@ typedef struct {
     int rank, world, depth;
     int64_t capacity, staging_at, result_at, spin_ns, timeout_ns;
     int yields;
+    PyThreadState *tstate; /* saved while the GIL is released, for signal checks */
     /* where a wait timed out, for the error message */
     int failed_counter, failed_rank;
     int32_t failed_value;
@@ -127,14 +152,16 @@ static inline int32_t *counter_word(const Segment *s, int counter, int rank) {
 
 static inline void post_mine(Segment *s, int counter, int64_t value) { post(counter_word(s, counter, s->rank), (int32_t)(uint32_t)value); }
 
-/* Wait until every other rank's counter has reached value; -1 on a timeout. */
+/* Wait until every other rank's counter has reached value; -1 on a timeout,
+ * INTERRUPTED on a signal that raised. */
 static int wait_all(Segment *s, int counter, int64_t value) {
     int32_t wanted = (int32_t)(uint32_t)value;
     for (int r = 0; r < s->world; r++) {
         if (r == s->rank) continue;
-        if (wait_word(counter_word(s, counter, r), wanted, s->spin_ns, s->yields, s->timeout_ns) != 0) {
+        int rc = wait_word(counter_word(s, counter, r), wanted, s->spin_ns, s->yields, s->timeout_ns, &s->tstate);
+        if (rc != 0) {
             s->failed_counter = counter, s->failed_rank = r, s->failed_value = wanted;
-            return -1;
+            return rc;
         }
     }
     return 0;
@@ -155,8 +182,8 @@ typedef void (*Fold)(char *out, char *const *parts, int count, int64_t n);
     static inline T max_##T(T a, T b) { return (a > b || a != a) ? a : b; }
 
 #define INT_OPS(T, U)                                                                 \
-    static inline T sum_##T(T a, T b) { return (T)(U)((U)a + (U)b); }                 \
-    static inline T prod_##T(T a, T b) { return (T)(U)((U)a * (U)b); }                \
+    static inline T sum_##T(T a, T b) { return (T)(U)((uint64_t)(U)a + (uint64_t)(U)b); } \
+    static inline T prod_##T(T a, T b) { return (T)(U)((uint64_t)(U)a * (uint64_t)(U)b); } \
     static inline T min_##T(T a, T b) { return a < b ? a : b; }                       \
     static inline T max_##T(T a, T b) { return a > b ? a : b; }
 
@@ -214,14 +241,15 @@ static int64_t near_equal_edge(int64_t size, int parts, int k) {
 /* One-shot: per chunk, stage it, wait for everyone's, fold them all. */
 static int one_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, Fold fold) {
     int64_t size = ELEMENT_SIZE[type], step = s->capacity / size;
+    int rc;
     char *parts[s->world];
     for (int64_t at = 0; at < n; at += step) {
         int64_t g = (*seq)++, rows = n - at < step ? n - at : step;
         char *piece = data + at * size;
-        if (wait_all(s, REDUCED, g - s->depth + 1)) return -1;
+        if ((rc = wait_all(s, REDUCED, g - s->depth + 1))) return rc;
         memcpy(staging(s, s->rank, g), piece, (size_t)(rows * size));
         post_mine(s, STAGED, g + 1);
-        if (wait_all(s, STAGED, g + 1)) return -1;
+        if ((rc = wait_all(s, STAGED, g + 1))) return rc;
         for (int r = 0; r < s->world; r++) parts[r] = staging(s, r, g);
         fold(piece, parts, s->world, rows);
         post_mine(s, REDUCED, g + 1);
@@ -239,7 +267,7 @@ static int two_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, F
     if (piece < smallest) piece = smallest;
     if (piece < step) step = piece; /* a message of one buffer or less still flows in a pipeline */
     int64_t chunks = (n + step - 1) / step, first = *seq;
-    int r = s->rank, world = s->world;
+    int r = s->rank, world = s->world, rc;
     char *parts[world];
     *seq += chunks;
     for (int64_t i = 0; i < chunks + 2; i++) {
@@ -247,7 +275,7 @@ static int two_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, F
             int64_t rows = n - i * step < step ? n - i * step : step;
             int64_t a = near_equal_edge(rows, world, r), b = near_equal_edge(rows, world, r + 1);
             char *piece = data + i * step * size, *buffer = staging(s, r, first + i);
-            if (wait_all(s, REDUCED, first + i - s->depth + 1)) return -1;
+            if ((rc = wait_all(s, REDUCED, first + i - s->depth + 1))) return rc;
             memcpy(buffer, piece, (size_t)(a * size));
             memcpy(buffer + b * size, piece + b * size, (size_t)((rows - b) * size));
             post_mine(s, STAGED, first + i + 1);
@@ -256,7 +284,7 @@ static int two_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, F
             int64_t g = first + i - 1, c = i - 1;
             int64_t rows = n - c * step < step ? n - c * step : step;
             int64_t a = near_equal_edge(rows, world, r), b = near_equal_edge(rows, world, r + 1);
-            if (wait_all(s, STAGED, g + 1) || wait_all(s, GATHERED, g - s->depth + 1)) return -1;
+            if ((rc = wait_all(s, STAGED, g + 1)) || (rc = wait_all(s, GATHERED, g - s->depth + 1))) return rc;
             for (int j = 0; j < world; j++) parts[j] = (j == r ? data + c * step * size : staging(s, j, g)) + a * size;
             fold(result(s, g) + a * size, parts, world, b - a);
             post_mine(s, REDUCED, g + 1);
@@ -264,7 +292,7 @@ static int two_shot(Segment *s, int64_t *seq, char *data, int64_t n, int type, F
         if (i >= 2) {
             int64_t g = first + i - 2, c = i - 2;
             int64_t rows = n - c * step < step ? n - c * step : step;
-            if (wait_all(s, REDUCED, g + 1)) return -1;
+            if ((rc = wait_all(s, REDUCED, g + 1))) return rc;
             memcpy(data + c * step * size, result(s, g), (size_t)(rows * size));
             post_mine(s, GATHERED, g + 1);
         }
@@ -321,15 +349,15 @@ static PyObject *py_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t
     long type = PyLong_AsLong(args[4]), op = PyLong_AsLong(args[5]), mode = PyLong_AsLong(args[6]);
     if (PyErr_Occurred()) return NULL;
     if (type < 0 || type >= TYPES || op < 0 || op >= OPS || (mode != ONE_SHOT && mode != TWO_SHOT) || n < 0 || s.world < 1 ||
-        s.capacity < ELEMENT_SIZE[type] * s.world) {
+        s.world > MAX_WORLD || s.rank < 0 || s.rank >= s.world || s.depth < 3 || s.yields < 0 || s.capacity < ELEMENT_SIZE[type] * s.world) {
         PyErr_Format(PyExc_ValueError, "all_reduce: bad arguments (type %ld, op %ld, mode %ld, count %lld)", type, op, mode, (long long)n);
         return NULL;
     }
     Fold fold = FOLDS_BY_TYPE[type][op];
-    int rc;
-    Py_BEGIN_ALLOW_THREADS;
-    rc = (mode == ONE_SHOT ? one_shot : two_shot)(&s, &seq, data, n, (int)type, fold);
-    Py_END_ALLOW_THREADS;
+    s.tstate = PyEval_SaveThread();
+    int rc = (mode == ONE_SHOT ? one_shot : two_shot)(&s, &seq, data, n, (int)type, fold);
+    PyEval_RestoreThread(s.tstate);
+    if (rc == INTERRUPTED) return NULL; /* the signal handler's exception */
     if (rc) return timeout_error(&s);
     return PyLong_FromLongLong(seq);
 }
@@ -357,10 +385,10 @@ static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     long long value = PyLong_AsLongLong(args[1]), spin = PyLong_AsLongLong(args[2]), timeout = PyLong_AsLongLong(args[4]);
     int yields = (int)PyLong_AsLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS;
-    rc = wait_word(word, (int32_t)(uint32_t)(uint64_t)value, spin, yields, timeout);
-    Py_END_ALLOW_THREADS;
+    PyThreadState *tstate = PyEval_SaveThread();
+    int rc = wait_word(word, (int32_t)(uint32_t)(uint64_t)value, spin, yields, timeout, &tstate);
+    PyEval_RestoreThread(tstate);
+    if (rc == INTERRUPTED) return NULL;
     return PyBool_FromLong(rc == 0);
 }
 
@@ -387,7 +415,15 @@ PyMODINIT_FUNC PyInit__shmkernel(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     PyObject *types = Py_BuildValue("(sssssss)", "float32", "float64", "int8", "uint8", "int16", "int32", "int64");
+    int bad = types == NULL || PyModule_AddObjectRef(m, "TYPES", types) < 0;
+    Py_XDECREF(types);
+    if (bad) goto fail;
     PyObject *ops = Py_BuildValue("(ssss)", "sum", "prod", "min", "max");
-    if (PyModule_AddObject(m, "TYPES", types) || PyModule_AddObject(m, "OPS", ops)) return NULL;
+    bad = ops == NULL || PyModule_AddObjectRef(m, "OPS", ops) < 0;
+    Py_XDECREF(ops);
+    if (bad) goto fail;
     return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
 }

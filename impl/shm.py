@@ -281,7 +281,7 @@ class SharedMemory:
     ``mode``: ``"one-shot"``, ``"two-shot"`` or ``"auto"`` (one-shot up to
     :data:`COMPILED_ONE_SHOT_LIMIT` bytes on the compiled path,
     :data:`ONE_SHOT_LIMIT` on the numpy path). ``capacity``: bytes per buffer (the
-    largest chunk); ``depth``: buffers per rank (chunks in flight, >= 2).
+    largest chunk); ``depth``: buffers per rank (chunks in flight, >= 3).
     ``barrier``: ``"flags"`` (counters and futexes; x86-64 only, the default
     there) or ``"dist"``. ``spin``: seconds to poll before sleeping (default
     as in the module text). ``compiled``: run the counters and the
@@ -323,14 +323,20 @@ class SharedMemory:
             raise ValueError("shm: compiled=True needs barrier='flags' (the compiled path waits on the counters)")
         if compiled and _shmkernel is None:
             raise RuntimeError("shm: compiled=True but collspec.impl._shmkernel is not built; reinstall with a C compiler (make install)")
+        # every rank must run the same protocol on the same layout: the settings must agree
+        settings = {"mode": self.mode, "capacity": capacity, "depth": depth, "barrier": kind, "compiled": compiled}
         places = [None] * world_size
-        dist.all_gather_object(places, (socket.gethostname(), sorted(os.sched_getaffinity(0)), _shmkernel is not None), group=group)
-        if len({host for host, _, _ in places}) > 1:
-            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted({host for host, _, _ in places})}")
-        if compiled and not all(built for _, _, built in places):
-            raise RuntimeError(f"shm: compiled=True but ranks {[r for r, (_, _, built) in enumerate(places) if not built]} lack collspec.impl._shmkernel")
-        self.compiled = kind == "flags" and all(built for _, _, built in places) if compiled is None else bool(compiled) and kind == "flags"
-        cores = len({core for _, mine, _ in places for core in mine})
+        dist.all_gather_object(places, (socket.gethostname(), sorted(os.sched_getaffinity(0)), _shmkernel is not None, settings), group=group)
+        if len({host for host, _, _, _ in places}) > 1:
+            raise RuntimeError(f"shm: every rank must run on one machine; the ranks are on {sorted({host for host, _, _, _ in places})}")
+        for name, value in settings.items():
+            theirs = [other[name] for _, _, _, other in places]
+            if any(v != value for v in theirs):
+                raise ValueError(f"shm: the ranks disagree on {name} ({', '.join(f'rank {r}: {v!r}' for r, v in enumerate(theirs))}); pass the same settings on every rank")
+        if compiled and not all(built for _, _, built, _ in places):
+            raise RuntimeError(f"shm: compiled=True but ranks {[r for r, (_, _, built, _) in enumerate(places) if not built]} lack collspec.impl._shmkernel")
+        self.compiled = kind == "flags" and all(built for _, _, built, _ in places) if compiled is None else bool(compiled) and kind == "flags"
+        cores = len({core for _, mine, _, _ in places for core in mine})
         self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
         self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
         # every buffer holds at least one element per rank in the widest working form (16-byte pairs)
@@ -361,14 +367,25 @@ class SharedMemory:
         # the compiled all-reduce: its view of the segment, and (type, op, item size) by (op, dtype)
         self._layout = (self._bytes.ctypes.data, rank, world_size, depth, self.capacity, self._staging_at, self._result_at,
                         int(self.spin * 1e9), YIELDS, int(timeout * 1e9))
-        self._compiled_codes = _compiled_codes() if self.compiled else {}
+        self._compiled_codes = _compiled_codes(world_size) if self.compiled else {}
         self._seq = 0  # chunks so far, the same on every rank
 
     def close(self) -> None:
-        """Unmap the segment (also done when the object is collected)."""
+        """Unmap the segment (also done when the object is collected); a
+        collective after this raises RuntimeError."""
         self._bytes = self._sync = None
         self._kinds.clear()
+        self._compiled_codes = {}
         self._finalizer()
+
+    def _check(self, *tensors: torch.Tensor) -> None:
+        """Refuse a closed instance and tensors that are not in CPU memory
+        (CUDA, meta, ...): the segment and the folds work on host pointers."""
+        if self._sync is None:
+            raise RuntimeError("shm: this instance is closed; create a new one")
+        for t in tensors:
+            if t.device.type != "cpu":
+                raise TypeError(f"shm: CPU tensors only, not {t.device.type}")
 
     # -- buffers -------------------------------------------------------------------------
 
@@ -464,14 +481,16 @@ class SharedMemory:
     # -- the collectives ---------------------------------------------------------------
 
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> None:
+        self._check(tensor)
         code = self._compiled_codes.get((op, tensor.dtype))
-        if code is not None and not tensor.is_cuda and tensor.is_contiguous():  # the whole call in compiled code
-            count = tensor.numel()
+        if code is not None:  # the whole call in compiled code; the choice depends only on what every rank shares
+            flat = tensor if tensor.is_contiguous() else tensor.contiguous()
+            count = flat.numel()
             two_shot = self.mode == "two-shot" or (self.mode == "auto" and count * code[2] > COMPILED_ONE_SHOT_LIMIT)
-            self._seq = _shmkernel.all_reduce(self._layout, self._seq, tensor.data_ptr(), count, code[0], code[1], int(two_shot))
+            self._seq = _shmkernel.all_reduce(self._layout, self._seq, flat.data_ptr(), count, code[0], code[1], int(two_shot))
+            if flat is not tensor:
+                tensor.copy_(flat)
             return
-        if tensor.is_cuda:
-            raise TypeError("shm: CPU tensors only")
         kind = self._kinds.get((op, tensor.dtype)) or self._kind(op, tensor.dtype)
         flat = tensor.reshape(-1)  # a view when contiguous
         out = _numpy(flat)
@@ -488,7 +507,7 @@ class SharedMemory:
             raise NotImplementedError(f"shm reduce_scatter: {input.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if input.numel() != n * m:
             raise ValueError(f"reduce_scatter: input has {input.numel()} elements; it needs world_size * output = {n} * {m}")
-        _cpu_only(input, output)
+        self._check(input, output)
         kind = self._kind(op, input.dtype)
         flat = output.reshape(-1)
         out = _numpy(flat)
@@ -514,7 +533,7 @@ class SharedMemory:
             raise NotImplementedError(f"shm all_gather: {output.numel()} elements do not split evenly over {n} ranks; unequal blocks are not supported")
         if output.numel() != n * m:
             raise ValueError(f"all_gather: output has {output.numel()} elements; it needs world_size * input = {n} * {m}")
-        _cpu_only(input, output)
+        self._check(input, output)
         kind = self._kind(None, input.dtype)
         source = _numpy(input.reshape(-1).clone())  # input may alias output
         flat = output.reshape(-1)
@@ -532,13 +551,19 @@ class SharedMemory:
             output.copy_(flat.view(output.shape))
 
 
-@functools.lru_cache(maxsize=1)
-def _compiled_codes() -> dict:
-    """{(op, torch dtype): (type index, op index, item size)} for what the compiled all-reduce does."""
+@functools.lru_cache(maxsize=64)
+def _compiled_codes(world_size: int) -> dict:
+    """{(op, torch dtype): (type index, op index, item size)} for what the
+    compiled all-reduce does, among what the numpy path accepts (so no
+    dtype works on one path and fails on the other)."""
     codes = {}
     for t, name in enumerate(_shmkernel.TYPES):
         dtype = getattr(torch, name)
         for o, op in enumerate(_shmkernel.OPS):
+            try:
+                Reduction(op, dtype, world_size)
+            except Exception:  # noqa: BLE001 - not a combination collspec specifies
+                continue
             codes[(op, dtype)] = (t, o, dtype.itemsize)
     return codes
 
@@ -566,9 +591,6 @@ def _torch(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
-def _cpu_only(*tensors: torch.Tensor) -> None:
-    if any(t.is_cuda for t in tensors):
-        raise TypeError("shm: CPU tensors only")
 
 
 class SharedMemoryOneShot(SharedMemory):

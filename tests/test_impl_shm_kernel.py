@@ -7,6 +7,7 @@ times out with shm's message; a post wakes a sleeper that announced itself."""
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import numpy as np
@@ -178,3 +179,37 @@ def test_a_post_wakes_a_sleeper_that_announced_itself():
     after = kernel.stats()
     assert done == [True] and words[0] == 1 and words[1] == 0
     assert after["sleeps"] >= before["sleeps"] + 1 and after["expired"] == before["expired"]  # woken, not timed out
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_handler_that_raises_interrupts_a_sleeping_wait():
+    """Ctrl-C (here SIGALRM with a raising handler) ends a compiled wait at
+    once, not after its timeout: the sleep ends without running out."""
+    words = np.zeros(32, dtype=np.int32)
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    before = kernel.stats()["expired"]
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Interrupted):
+            kernel.wait(words.ctypes.data, 1, 0, 0, 30_000_000_000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert kernel.stats()["expired"] == before and words[1] == 0  # woken by the signal; the sleeper count is back to zero
+
+
+def test_out_of_range_layouts_are_refused():
+    segment = Segment(2, capacity=256)
+    x = np.ones(4, dtype=np.float32)
+    for position, value in ((1, 2), (2, 0), (3, 2), (8, -1)):  # rank >= world, no ranks, depth < 3, negative yields
+        layout = list(segment.layouts[0])
+        layout[position] = value
+        with pytest.raises(ValueError, match="bad arguments"):
+            kernel.all_reduce(tuple(layout), 0, x.ctypes.data, x.size, 0, 0, 0)

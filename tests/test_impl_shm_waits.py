@@ -135,3 +135,37 @@ def test_the_path_is_compiled_when_built_numpy_otherwise_and_contradictions_are_
         "shm: compiled=True but collspec.impl._shmkernel is not built; reinstall with a C compiler (make install)",
         "shm: compiled=True needs barrier='flags' (the compiled path waits on the counters)",
     ]
+
+
+def _misuse(rank: int, world: int) -> list:
+    """Ranks that disagree on settings or on their tensors' layout, and
+    calls that cannot work."""
+    out = []
+    try:  # rank 1 asks for the numpy path, rank 0 does not say
+        shm.SharedMemory(rank, world, **({"compiled": False} if rank == 1 else {}))
+    except ValueError as error:
+        out.append(str(error))
+    backend = shm.SharedMemory(rank, world)
+    x = torch.arange(10_000, dtype=torch.float32) * (rank + 1)
+    if rank == 1:  # the same values, not contiguous: the path and the chunks must not change
+        wide = torch.zeros((10_000, 2))
+        wide[:, 0] = x
+        x = wide[:, 0]
+    backend.all_reduce(x)
+    out.append(x.tolist() == (torch.arange(10_000, dtype=torch.float32) * 3).tolist())
+    for call in (lambda: backend.all_reduce(torch.empty(10, device="meta")), lambda: (backend.close(), backend.all_reduce(torch.ones(3)))):
+        try:
+            call()
+        except (TypeError, RuntimeError) as error:
+            out.append(str(error))
+    return out
+
+
+def test_disagreeing_settings_are_refused_and_mixed_layouts_agree():
+    for got in values(run_ranks(2, _misuse, timeout=120)):
+        assert got == [
+            "shm: the ranks disagree on compiled (rank 0: None, rank 1: False); pass the same settings on every rank",
+            True,
+            "shm: CPU tensors only, not meta",
+            "shm: this instance is closed; create a new one",
+        ]
