@@ -71,13 +71,16 @@ path (argument handling, three counter waits, futex calls through ctypes,
 numpy calls: ~25 us of CPU per call) cost more than Open MPI's whole
 all-reduce. ``impl/_shmkernel.c``, built by the install when a C compiler
 is there, runs the same protocol on the same words: the whole all-reduce
-of a contiguous float32/float64/integer tensor for sum, prod, min and max
-in one call (GIL released), and the counters' post and wait for every
+of a float32, float64, int8, uint8, int32 or int64 tensor (a strided one
+through a contiguous copy, so the path never depends on one rank's
+layout) for sum, prod, min and max in one call (GIL released; a signal
+whose handler raises ends its waits), and the counters' post and wait for every
 other call. Each counter there has a sleeper count beside it, so a post
 calls FUTEX_WAKE only when a peer sleeps. Its folds perform numpy's
 operations in the same order (``-ffp-contract=off``), so the two paths
 give the same bits, up to which NaN an operation on two NaNs returns
-(IEEE 754 leaves that open). The ranks agree on the path at start-up;
+(IEEE 754 leaves that open). The ranks check at start-up that they
+agree on mode, capacity, depth, barrier and path;
 ``compiled=False`` forces the numpy path, which float16, bfloat16 and
 ``avg`` always take.
 
