@@ -233,6 +233,9 @@ static const Fold FOLDS_BY_TYPE[TYPES][OPS] = {ROW(f32), ROW(f64), ROW(int8_t), 
 
 /* -- the all-reduce ---------------------------------------------------------- */
 
+/* Where piece k of `size` elements cut into `parts` starts: the cut of
+ * impl/cells.py's near_equal (longer pieces first), as shm.py's numpy path
+ * cuts its two-shot slices. */
 static int64_t near_equal_edge(int64_t size, int parts, int k) {
     int64_t base = size / parts, extra = size % parts;
     return k * base + (k < extra ? k : extra);

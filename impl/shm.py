@@ -128,7 +128,7 @@ DEFAULT_CAPACITY = 1 << 20  # bytes per staging / result buffer: the largest chu
 DEFAULT_DEPTH = 3  # buffers per rank: chunks in flight
 ONE_SHOT_LIMIT = 64 << 10  # auto mode, numpy path: one-shot up to this many bytes, two-shot above
 # auto mode, compiled path: its synchronisations are cheap, so two-shot's
-# smaller share of the reduction per rank wins from 16 KiB (bench/shm_vs_mpi.py,
+# smaller share of the reduction per rank wins above 8 KiB (bench/shm_vs_mpi.py,
 # 4 ranks on 2 cores, 16 KiB: 0.28-0.31 of Open MPI's time with this limit,
 # 0.42-0.47 with 16 KiB; 64 KiB: ~0.46 against ~0.98 with 64 KiB)
 COMPILED_ONE_SHOT_LIMIT = 8 << 10
@@ -229,9 +229,13 @@ class Counters:
                 return
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
-                                   f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
+                raise self._timed_out(counter, rank, value)
             futex.wait(self.address + 4 * index, seen, left)
+
+
+    def _timed_out(self, counter: int, rank: int, value: int) -> TimeoutError:
+        return TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
+                            f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
 
 
 class CompiledCounters(Counters):
@@ -245,8 +249,7 @@ class CompiledCounters(Counters):
 
     def _wait_for(self, counter: int, rank: int, index: int, value: int) -> None:
         if not _shmkernel.wait(self.address + 4 * index, value, int(self.spin * 1e9), YIELDS, int(self.timeout * 1e9)):
-            raise TimeoutError(f"shm: rank {self.rank} waited {self.timeout:g} s for rank {rank}'s "
-                               f"{COUNTER_NAMES[counter]} to reach {value}; did a rank die?")
+            raise self._timed_out(counter, rank, value)
 
 
 class DistBarrier:
@@ -338,7 +341,7 @@ class SharedMemory:
                 raise ValueError(f"shm: the ranks disagree on {name} ({', '.join(f'rank {r}: {v!r}' for r, v in enumerate(theirs))}); pass the same settings on every rank")
         if compiled and not all(built for _, _, built, _ in places):
             raise RuntimeError(f"shm: compiled=True but ranks {[r for r, (_, _, built, _) in enumerate(places) if not built]} lack collspec.impl._shmkernel")
-        self.compiled = kind == "flags" and all(built for _, _, built, _ in places) if compiled is None else bool(compiled) and kind == "flags"
+        self.compiled = kind == "flags" and compiled is not False and all(built for _, _, built, _ in places)
         cores = len({core for _, mine, _, _ in places for core in mine})
         self.rank, self.world_size, self.group, self.depth = rank, world_size, group, depth
         self.spin = (DEFAULT_SPIN if cores >= world_size else 0.0) if spin is None else spin
