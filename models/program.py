@@ -4,27 +4,41 @@ Every built-in algorithm is a :class:`Program`: for N ranks it has
 ``steps(N)`` steps and ``width(N)`` transfer slots per (step, rank), and
 ``transfer(N, s, r, j)`` says what slot j of rank r does at step s: whether
 it is active, where it goes, which chunk it reads and writes, and whether
-the receiver copies or reduces. Nothing else describes the algorithm.
+the receiver copies or reduces. ``chunks(N)`` cells per rank, the declared
+``link_capacity(N)`` and the ``root`` complete it. Nothing else describes
+the algorithm.
 
-- :meth:`Program.schedule` is the generator: it enumerates the function on
-  numpy arrays (steps in order, ranks in order, slots in order; inactive
-  slots dropped) into the :class:`~collspec.models.schedule.Schedule` that
-  the interpreter, the checker, the cost model, the exporters and impl/'s
-  executor run.
-- :mod:`collspec.proofs` evaluates the *same* function on Z3 terms, N
-  symbolic, and proves properties of it for every N.
-- :func:`refine` is the bridge: it evaluates the function's Z3 terms at
-  concrete points of a generated schedule and checks they give what numpy
-  gave. It runs on every schedule :meth:`Program.schedule` builds, so a
-  schedule that is not the enumeration of the proved function is never
-  returned (:class:`RefinementError`).
+The proved object is the built object, by construction:
+
+- :func:`symbolic` evaluates the program's functions on Z3 variables (N,
+  s, r, j and the options); :mod:`collspec.proofs` proves properties of
+  these terms for every N.
+- :meth:`Program.schedule` (the generator) evaluates the *same* terms:
+  :meth:`Program.terms` takes them from :func:`symbolic`, sets N and the
+  options to their values, and :mod:`collspec.models.terms` compiles them
+  into numpy code that enumerates every (step, rank, slot) (steps in order,
+  ranks in order, slots in order; inactive slots dropped). The step count,
+  the width, the cell count, the declared link capacity and the root come
+  from the terms too. So the schedule that the interpreter, the checker,
+  the cost model, the exporters and impl/'s executor run agrees with the
+  Z3 terms at every point; the Python functions themselves never run on
+  numpy arrays.
+- Python control flow cannot split the two: while a program's function is
+  evaluated, using a Z3 value as a Python truth value (``if n % 2 == 1``,
+  ``a if n >= 17 else b``, ``and``/``or``/``min`` on a symbolic value) raises
+  :class:`SymbolicBranchError` naming the algorithm and the source line, and
+  so does any other operation the Z3 evaluation cannot follow (``//`` on a
+  Z3 term, ``int()`` of one), instead of taking one branch silently.
+- Programs on bit-vectors (:data:`BITVEC`, :data:`BITVEC_WIDTH` bits) are
+  refused (:class:`RefinementError`, naming the options) where an active
+  transfer's value depends on a result that wrapped around: the proofs'
+  vectors would then stand for another algorithm than the one meant.
 
 Functions are written with ordinary arithmetic (``+ - * %`` and comparisons)
 and the helpers of :mod:`collspec.models.indexing` for conditions and bit
-operations (``where``, ``both``, ``floor_log2``, ...), which mean the same on
-numpy and on Z3. A program's options (a root, a group size) are arguments
-of its ``factory``; the proofs pass Z3 variables for them, so "all N" can
-also mean "all group sizes".
+operations (``where``, ``both``, ``floor_log2``, ...). A program's options (a
+root, a group size) are arguments of its ``factory``; the proofs pass Z3
+variables for them, so "all N" can also mean "all group sizes".
 
 >>> from collspec.models.generators import program
 >>> ring = program("ring", "allreduce")
@@ -37,6 +51,9 @@ also mean "all group sizes".
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -47,13 +64,14 @@ from .schedule import COPY, REDUCE, Schedule, Step
 
 #: About how many (step, rank, slot) points :meth:`Program.enumerate` evaluates at once.
 ENUMERATE_BLOCK = 1 << 18
-#: Points of a schedule at which :func:`refine` compares numpy with Z3.
-REFINE_SAMPLES = 48
 #: Z3 sorts a program's functions can be evaluated on.
 INT, BITVEC = "int", "bitvec"
 #: Width of the bit-vectors for programs that use bit operations: ranks and
-#: cells stay below 2**18 (N <= 2**16, a heap child 2p + 2), far from overflow.
+#: cells stay below 2**18 (N <= 2**16, a heap child 2p + 2), far from
+#: overflow; a schedule whose transfers depend on a wrapped value is refused.
 BITVEC_WIDTH = 20
+#: the function fields of a :class:`Program` that are part of the proved object
+FUNCTIONS = ("chunks", "steps", "width", "transfer", "link_capacity")
 
 
 @dataclass(frozen=True)
@@ -72,7 +90,13 @@ MAX_POINTS = 1 << 31
 
 
 class RefinementError(ScheduleError):
-    """A generated schedule is not the enumeration of its transfer function."""
+    """A schedule cannot be built as the enumeration of its proved terms."""
+
+
+class SymbolicBranchError(RefinementError):
+    """A program's code used a symbolic value where the Z3 evaluation cannot
+    follow it (a Python truth value, ``//``, ``int()``): the message names the
+    algorithm and the source line."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +105,11 @@ class Program:
 
     ``factory(**params)`` rebuilds the program with other option values
     (the proofs pass Z3 variables); ``params`` are this program's values.
-    ``label(n, s)`` gives the step's (phase, name) for reports; ``capacity``
-    the link capacity of the schedule (default 1 chunk per link and step).
-    ``sort`` is the Z3 sort the proofs and :func:`refine` use: integers, or
+    ``label(n, s)`` gives the step's (phase, name) for reports (called with
+    ints). ``link_capacity(n)``, if given, is the declared link capacity, a
+    function of N like ``steps``; otherwise ``capacity(n, steps)`` measures
+    it on the built steps (default 1 chunk per link and step). ``sort`` is
+    the Z3 sort the proofs and the schedule's evaluation use: integers, or
     bit-vectors for programs with bit operations.
     """
 
@@ -98,74 +124,173 @@ class Program:
     params: dict = field(default_factory=dict)
     capacity: Callable[[int, list[Step]], int] | None = None
     sort: str = INT
-    root: int | None = None
+    root: Any = None
     title: Callable[[int], str] | None = None
     meta: dict = field(default_factory=dict)
+    link_capacity: Callable | None = None
+
+    def __post_init__(self):
+        for name in FUNCTIONS:
+            fn = getattr(self, name)
+            if fn is not None and not isinstance(fn, _Guarded):
+                object.__setattr__(self, name, _Guarded(fn, self, name))
+
+    def terms(self) -> "_Terms":
+        """The program's functions evaluated once on Z3 variables (cached)."""
+        cached = self.__dict__.get("_terms")
+        if cached is None:
+            cached = _Terms(self)
+            object.__setattr__(self, "_terms", cached)
+        return cached
 
     def enumerate(self, n: int, block: int = ENUMERATE_BLOCK) -> list[Step]:
-        """The transfer function on every (step, rank, slot), as steps.
+        """The transfer term on every (step, rank, slot), as steps.
 
-        The function is evaluated on a block of steps at once (``s`` an
-        array over steps, as it is a Z3 variable for the proofs, so the
-        same code serves both), about ``block`` slots per evaluation: one
-        step at a time the per-call overhead of a few dozen small numpy
-        operations dominated the 4096-rank ring (docs/bench.md). The result
-        is the same as evaluating step by step (tests/test_models_program.py
-        compares the two for every program)."""
-        width = int(self.width(n))
-        total = int(self.steps(n))
-        ranks = np.arange(n, dtype=np.int64)[None, :, None]
-        slots = np.arange(width, dtype=np.int64)[None, None, :]
-        per_step = max(n * width, 1)
-        span = max(1, block // per_step)
-        steps: list[Step] = []
-        for first in range(0, total, span):
-            count = min(span, total - first)
-            s = np.arange(first, first + count, dtype=np.int64)[:, None, None]
-            t = self.transfer(n, s, ranks, slots)
-            shape = (count, n, width)
-            active = np.broadcast_to(np.asarray(t.active, dtype=bool), shape)
-            sizes = active.reshape(count, -1).sum(axis=1)
-            columns = [np.broadcast_to(np.asarray(v, dtype=np.int64), shape)[active] for v in (ranks, t.dst, t.src_chunk, t.dst_chunk, t.op)]
-            labels = [self.label(n, k) for k in range(first, first + count)]
-            steps.extend(Step.split(columns, sizes, labels))
-        return steps
+        The compiled term (:mod:`collspec.models.terms`) is evaluated on a
+        block of steps at once (``s`` an array over steps), about ``block``
+        slots per evaluation: one step at a time the per-call overhead of a
+        few dozen small numpy operations dominated the 4096-rank ring
+        (docs/bench.md). The result is the same as evaluating step by step
+        (tests/test_models_program.py compares the two for every program)."""
+        return self.terms().at(n).enumerate(block)
 
     def schedule(self, n: int) -> Schedule:
-        """The generator: the enumeration, refined against the Z3 terms.
+        """The generator: the enumeration of the proved terms at N = n.
         More than :data:`MAX_POINTS` (step, rank, slot) points is refused
         (ScheduleError naming the rank count)."""
-        points = int(self.steps(n)) * n * int(self.width(n))
+        at = self.terms().at(n)
+        points = at.steps * n * at.width
         if points > MAX_POINTS:
             raise ScheduleError(f"{self.algorithm}: --ranks {n} is beyond what is enumerated here ({points} (step, rank, slot) points, "
                                 f"at most {MAX_POINTS}); use fewer ranks or smaller options")
-        steps = self.enumerate(n)
-        capacity = self.capacity(n, steps) if self.capacity else 1
-        root = {} if self.root is None else {"root": self.root}
-        schedule = Schedule(
+        steps = at.enumerate(ENUMERATE_BLOCK)
+        if at.capacity is not None:
+            capacity = at.capacity
+        else:
+            capacity = self.capacity(n, steps) if self.capacity else 1
+        root = {} if at.root is None else {"root": at.root}
+        return Schedule(
             self.collective,
             n,
-            int(self.chunks(n)),
+            at.chunks,
             tuple(steps),
             name=self.describe(n),
             link_capacity=capacity,
             meta={"algorithm": self.algorithm, **self.meta},
             **root,
         )
-        refine(self, schedule)
-        return schedule
 
     def describe(self, n: int) -> str:
         return self.title(n) if self.title else f"{self.algorithm} {self.collective}, {n} ranks"
 
+    def options(self) -> str:
+        """This program's option values, as ``name=value`` (for messages)."""
+        shown = {**{k: v for k, v in self.meta.items() if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}, **self.params}
+        return ", ".join(f"{k}={v}" for k, v in shown.items())
 
-# -- refinement: numpy and Z3 agree on the schedule that was built ----------------------------
+
+# -- no Python branch on a symbolic value ---------------------------------------------------------
+
+_GUARD = threading.local()
+_HERE = os.path.abspath(__file__)
+_ROOT = os.path.dirname(os.path.dirname(_HERE))
+_INSTALLED = []
+
+
+def _install_guard() -> None:
+    """Make ``bool()`` of a Z3 expression raise while a program function runs
+    (in this thread); elsewhere z3's own ``__bool__`` is kept."""
+    if _INSTALLED:
+        return
+    import z3
+
+    original = z3.AstRef.__bool__
+
+    def guarded_bool(self):
+        if getattr(_GUARD, "program", None) is not None and not (z3.is_true(self) or z3.is_false(self)):
+            program, name = _GUARD.program
+            where, source = _caller(sys._getframe(1))
+            raise SymbolicBranchError(
+                f"{program.algorithm} {program.collective}: {where}: a symbolic value used as a Python truth value "
+                f"in {name}(){source} (an if, and/or, a conditional expression, min/max): the proofs would follow one branch "
+                "and the schedule another; write the condition with collspec.models.indexing's where/both/either/negate")
+        return original(self)
+
+    z3.AstRef.__bool__ = guarded_bool
+    z3.AstRef.__nonzero__ = guarded_bool
+    _INSTALLED.append(original)
+
+
+def _outside(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path != _HERE and f"{os.sep}z3{os.sep}" not in path and not path.startswith(os.path.dirname(np.__file__))
+
+
+def _caller(frame) -> tuple[str, str]:
+    """``(file:line, ": `source`")`` of the first frame outside z3, numpy and this module."""
+    import linecache
+
+    while frame is not None and not _outside(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "(unknown line)", ""
+    return _place(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _place(filename: str, line: int) -> tuple[str, str]:
+    import linecache
+
+    path = os.path.abspath(filename)
+    shown = os.path.relpath(path, _ROOT) if path.startswith(_ROOT + os.sep) else path
+    text = linecache.getline(path, line).strip()
+    return f"{shown}:{line}", (f": `{text}`" if text else "")
+
+
+def _is_symbolic(value) -> bool:
+    return type(value).__module__.startswith("z3")
+
+
+class _Guarded:
+    """A program function that runs with the guard on (see :func:`_install_guard`)."""
+
+    def __init__(self, fn: Callable, program: Program, name: str):
+        self.fn, self.program, self.name = fn, program, name
+
+    def __call__(self, *args):
+        _install_guard()
+        import z3
+
+        outer = getattr(_GUARD, "program", None)
+        _GUARD.program = (self.program, self.name)
+        try:
+            return self.fn(*args)
+        except SymbolicBranchError:
+            raise
+        except (TypeError, z3.Z3Exception) as error:
+            if not any(_is_symbolic(a) for a in args) and not any(_is_symbolic(v) for v in self.program.params.values()):
+                raise
+            tb = error.__traceback__
+            inner = None
+            while tb is not None:
+                if _outside(tb.tb_frame.f_code.co_filename):
+                    inner = tb
+                tb = tb.tb_next
+            where, source = _place(inner.tb_frame.f_code.co_filename, inner.tb_lineno) if inner else ("(unknown line)", "")
+            raise SymbolicBranchError(
+                f"{self.program.algorithm} {self.program.collective}: {where}: {error} in {self.name}(){source}: the Z3 evaluation "
+                "cannot follow this on a symbolic value; use the helpers of collspec.models.indexing (floordiv, where, ...)") from None
+        finally:
+            _GUARD.program = outer
+
+
+# -- the proved terms, and the schedule built from them ---------------------------------------------
 
 
 def symbolic(program: Program, sort: str | None = None):
     """``(program over Z3 variables, variables)``: the program rebuilt with a
     Z3 variable for each option, and the variables N, s, r, j and the
-    options by name, all of ``sort`` (the program's own by default)."""
+    options by name, all of ``sort`` (the program's own by default). Its
+    functions run with the guard of the module text on."""
     import z3
 
     sort = sort or program.sort
@@ -176,74 +301,94 @@ def symbolic(program: Program, sort: str | None = None):
     return rebuilt, variables
 
 
-def _value(term, sort: str):
-    import z3
+class _Terms:
+    """A program's functions as Z3 terms (N, s, r, j and the options symbolic)."""
 
-    term = z3.simplify(term)
-    if z3.is_true(term) or z3.is_false(term):
-        return z3.is_true(term)
-    if sort == BITVEC:
-        return term.as_signed_long()
-    return term.as_long()
+    def __init__(self, program: Program):
+        import z3
 
+        self.program = program
+        sym, v = symbolic(program)
+        n = v["N"]
+        self.variables = v
+        t = sym.transfer(n, v["s"], v["r"], v["j"])
+        self.transfer = [as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)]
+        self.shape = [as_term(sym.steps(n), n), as_term(sym.width(n), n), as_term(sym.chunks(n), n)]
+        self.capacity = as_term(sym.link_capacity(n), n) if sym.link_capacity is not None else None
+        self.root = as_term(sym.root, n) if sym.root is not None else None
+        self.make = (lambda x: z3.BitVecVal(int(x), BITVEC_WIDTH)) if program.sort == BITVEC else (lambda x: z3.IntVal(int(x)))
 
-def _sample(schedule: Schedule, program: Program) -> list[tuple[int, int, int]]:
-    """Deterministic (step, rank, slot) points: spread over steps, ranks and
-    slots, including the first and last of each."""
-    n, steps = schedule.ranks, len(schedule.steps)
-    width = int(program.width(n))
-    if steps == 0 or width == 0:
-        return []
-    count = min(REFINE_SAMPLES, steps * n * width)
-    picks = np.unique(np.linspace(0, steps * n * width - 1, count).astype(np.int64))
-    s, rest = np.divmod(picks, n * width)
-    r, j = np.divmod(rest, width)
-    return list(zip(s.tolist(), r.tolist(), j.tolist()))
+    def at(self, n: int) -> "_Instance":
+        return _Instance(self, n)
 
 
-def refine(program: Program, schedule: Schedule) -> None:
-    """Check that ``schedule`` is the enumeration of the program's function
-    as Z3 evaluates it: the step count, and at sampled points whether the
-    slot is active and, if so, the transfer it makes (which must be in the
-    schedule at its place). Raises :class:`RefinementError` otherwise."""
-    import z3
+class _Instance:
+    """The terms at N = n and the program's option values, compiled."""
 
-    n = schedule.ranks
-    sym, v = symbolic(program)
-    cast = (lambda x: z3.BitVecVal(int(x), BITVEC_WIDTH)) if program.sort == BITVEC else z3.IntVal
-    bindings = [(v["N"], cast(n))] + [(v[k], cast(program.params[k])) for k in program.params]
-    expected_steps = _value(z3.substitute(as_term(sym.steps(v["N"]), v["N"]), *bindings), program.sort)
-    if expected_steps != len(schedule.steps):
-        raise RefinementError(f"{schedule.label()}: built {len(schedule.steps)} steps, the proved function has {expected_steps}")
-    term = sym.transfer(v["N"], v["s"], v["r"], v["j"])
-    fields = [as_term(f, v["N"]) for f in (term.active, term.dst, term.src_chunk, term.dst_chunk, term.op)]
-    for s, r, j in _sample(schedule, program):
-        point = bindings + [(v["s"], cast(s)), (v["r"], cast(r)), (v["j"], cast(j))]
-        active, dst, src_chunk, dst_chunk, op = (_value(z3.substitute(f, *point), program.sort) for f in fields)
-        step = schedule.steps[s]
-        built = _slot_position(program, step, n, s, r, j)
-        where = f"{schedule.label()}, step {s}, rank {r}, slot {j}"
-        if built is None:
-            if active:
-                raise RefinementError(f"{where}: the proved function sends here, the schedule does not")
-            continue
-        if not active:
-            raise RefinementError(f"{where}: the schedule sends here, the proved function does not")
-        if built >= len(step):
-            raise RefinementError(f"{where}: the proved function sends here, the schedule's step has no such transfer")
-        got = (int(step.src[built]), int(step.dst[built]), int(step.src_chunk[built]), int(step.dst_chunk[built]), int(step.op[built]))
-        if got != (r, dst, src_chunk, dst_chunk, op):
-            raise RefinementError(f"{where}: the schedule has {got}, the proved function {(r, dst, src_chunk, dst_chunk, op)}")
+    def __init__(self, terms: _Terms, n: int):
+        import z3
 
+        from .terms import compile_terms
 
-def _slot_position(program: Program, step: Step, n: int, s: int, r: int, j: int) -> int | None:
-    """Where slot (r, j) of step s sits in the enumerated step (None if
-    inactive): rank r's transfers are contiguous, in slot order."""
-    slots = np.arange(int(program.width(n)), dtype=np.int64)
-    active = np.broadcast_to(np.asarray(program.transfer(n, s, np.int64(r), slots).active, dtype=bool), slots.shape)
-    if not active[j]:
-        return None
-    return int(np.searchsorted(step.src, r, side="left")) + int(np.count_nonzero(active[:j]))
+        program, v = terms.program, terms.variables
+        self.program, self.n = program, n
+        values = [(v["N"], terms.make(n))] + [(v[k], terms.make(program.params[k])) for k in program.params]
+        fixed = lambda term: z3.simplify(z3.substitute(term, *values))  # noqa: E731
+        scalars = [*terms.shape] + ([terms.capacity] if terms.capacity is not None else []) + ([terms.root] if terms.root is not None else [])
+        constants = compile_terms([fixed(t) for t in scalars], {})
+        got, over = constants.evaluate()
+        names = ["steps", "width", "chunks"] + (["link_capacity"] if terms.capacity is not None else []) + (["root"] if terms.root is not None else [])
+        for name, value, mask in zip(names, got, over):
+            if mask is not None:
+                raise self.wrapped(f"{name}(N)")
+        numbers = dict(zip(names, (int(x) for x in got)))
+        self.steps, self.width, self.chunks = numbers["steps"], numbers["width"], numbers["chunks"]
+        self.capacity, self.root = numbers.get("link_capacity"), numbers.get("root")
+        if self.steps < 0 or self.width < 0:
+            raise RefinementError(f"{program.describe(n)}: the program has {self.steps} steps and {self.width} slots")
+        self.code = compile_terms([fixed(t) for t in terms.transfer], {k: v[k] for k in ("s", "r", "j")})
+
+    def wrapped(self, what: str) -> RefinementError:
+        options = self.program.options()
+        return RefinementError(
+            f"{self.program.algorithm} {self.program.collective}, {self.n} ranks{', options ' + options if options else ''}: "
+            f"{what} depends on a value past the proofs' {BITVEC_WIDTH}-bit vectors (signed, from -2^{BITVEC_WIDTH - 1} to "
+            f"2^{BITVEC_WIDTH - 1} - 1); use smaller options or fewer ranks")
+
+    def enumerate(self, block: int) -> list[Step]:
+        n, width, total = self.n, self.width, self.steps
+        ranks = np.arange(n, dtype=np.int64)[None, :, None]
+        slots = np.arange(width, dtype=np.int64)[None, None, :]
+        per_step = max(n * width, 1)
+        span = max(1, block // per_step)
+        steps: list[Step] = []
+        for first in range(0, total, span):
+            count = min(span, total - first)
+            s = np.arange(first, first + count, dtype=np.int64)[:, None, None]
+            values, masks = self.code.evaluate(s=s, r=ranks, j=slots)
+            shape = (count, n, width)
+            active = np.ascontiguousarray(np.broadcast_to(np.asarray(values[0], dtype=bool), shape))
+            if any(m is not None for m in masks):
+                self._refuse_wrapped(active, masks, shape, first)
+            sizes = active.reshape(count, -1).sum(axis=1)
+            if int(sizes.sum()) == active.size:  # every slot active (rings): a copy, no mask
+                columns = [np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=np.int64), shape)).reshape(-1) for v in (ranks, *values[1:])]
+            else:
+                columns = [np.broadcast_to(np.asarray(v, dtype=np.int64), shape)[active] for v in (ranks, *values[1:])]
+            labels = [self.program.label(n, k) for k in range(first, first + count)]
+            steps.extend(Step.split(columns, sizes, labels))
+        return steps
+
+    def _refuse_wrapped(self, active, masks, shape, first: int) -> None:
+        bad = np.zeros(shape, dtype=bool)
+        if masks[0] is not None:
+            bad |= np.broadcast_to(masks[0], shape)
+        for m in masks[1:]:
+            if m is not None:
+                bad |= np.broadcast_to(m, shape) & active
+        if bad.any():
+            s, r, j = (int(x[0]) for x in np.nonzero(bad))
+            raise self.wrapped(f"the transfer at step {first + s}, rank {r}, slot {j}")
 
 
 def as_term(value, like):
@@ -261,4 +406,4 @@ def as_term(value, like):
     return value
 
 
-__all__ = ["Program", "Transfer", "RefinementError", "refine", "symbolic", "as_term", "COPY", "REDUCE", "INT", "BITVEC"]
+__all__ = ["Program", "Transfer", "RefinementError", "SymbolicBranchError", "symbolic", "as_term", "COPY", "REDUCE", "INT", "BITVEC"]

@@ -1,12 +1,14 @@
-"""Program.enumerate evaluates a block of steps at once; it must build
-exactly the steps that evaluating the transfer function one step at a time
-(``s`` a Python int, as before the block evaluation) builds."""
+"""Program.enumerate evaluates the compiled Z3 term on a block of steps at
+once; it must build exactly the steps that evaluating the Python transfer
+function on numpy one step at a time (``s`` a Python int) builds: the two
+evaluations of one program agree."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from collspec.models import indexing as ix
 from collspec.models.generators import PROGRAMS
 from collspec.models.program import Program, Transfer
 from collspec.models.schedule import Step
@@ -55,7 +57,7 @@ def test_a_block_with_an_index_past_int32_keeps_step_of_conversions():
     big = 1 << 40
 
     def transfer(n, s, r, j):
-        return Transfer(True, (r + 1) % n, np.where(s == 1, big, 0) + 0 * r, 0, 0)
+        return Transfer(True, (r + 1) % n, ix.where(s == 1, big, 0) + 0 * r, 0, 0)
 
     program = Program("t", "allgather", lambda n: 1, lambda n: 3, lambda n: 1, transfer, lambda n, s: (None, f"step {s}"), lambda: program)
     got = program.enumerate(4)

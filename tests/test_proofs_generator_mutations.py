@@ -1,15 +1,17 @@
 """Bugs planted in the generators themselves, not only in index functions.
 
 The transfer function *is* the generator (models/program.py), so a bug in
-it must make an all-N proof fail with a counterexample; a bug in the
-enumeration that turns the function into steps must be caught by the
-refinement check on every schedule it builds. The first case is the one
+it must make an all-N proof fail with a counterexample. The schedule is
+built from the function's Z3 term, so no Python branch may split what is
+proved from what is built: one is an error naming the line. The first case is the one
 the issue names: a wrong neighbour on the last all-gather hop only for
 N >= 17, which every per-N check up to 16 misses."""
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -19,12 +21,14 @@ from collspec.models import indexing as ix
 from collspec.models.checker import check
 from collspec.models.generators import generate, program
 from collspec.models.generators import ring as ring_gen
-from collspec.models.program import Program, RefinementError
+from collspec.models.program import SymbolicBranchError
 from collspec.proofs import induction, invariants, ring
 from collspec.proofs.solver import FAILED, PROVED, TRIVIAL, Query, decide, run_queries
+from collspec.proofs.suite import run_proof, suite
 
 ORIGINAL_PHASE = ring_gen._phase_transfer
 ORIGINAL_EITHER = ring_gen._either_phase
+ORIGINAL_ONE = ring_gen._one
 
 
 def wrong_neighbour_on_last_hop_from_17(phase, owner, r, hop, n):
@@ -69,37 +73,91 @@ def test_swapped_phases_fail_the_induction(monkeypatch):
     assert not check(generate("ring", "allreduce", 4)).ok
 
 
-def test_an_enumeration_that_drops_a_step_is_refused(monkeypatch):
-    original = Program.enumerate
-    monkeypatch.setattr(Program, "enumerate", lambda self, n: original(self, n)[:-1])
-    with pytest.raises(RefinementError, match="built 5 steps, the proved function has 6"):
-        generate("ring", "allreduce", 4)
+def python_branch_on_n(phase, owner, r, hop, n):
+    """The audit's bug: a Python conditional on N inside the all-gather. With N a
+    Z3 term ``n % 2 == 1`` is a structural comparison (False), so the proofs
+    would follow the else branch while numpy, once, followed the other."""
+    if phase == ring_gen.AG:
+        hop = hop - 1 if n % 2 == 1 and n >= 17 else hop  # PLANTED-BRANCH
+    return ORIGINAL_PHASE(phase, owner, r, hop, n)
 
 
-def test_an_enumeration_that_redirects_the_last_step_is_refused(monkeypatch):
-    original = Program.enumerate
-
-    def redirected(self, n):
-        steps = original(self, n)
-        last = steps[-1]
-        return steps[:-1] + [dataclasses.replace(last, dst=(last.dst + 1) % n)]
-
-    monkeypatch.setattr(Program, "enumerate", redirected)
-    with pytest.raises(RefinementError, match="step 5, rank"):
-        generate("ring", "allreduce", 4)
+def planted_width(n):
+    return 2 if n % 2 == 1 and n >= 17 else 1  # PLANTED-WIDTH
 
 
-def test_the_refinement_compares_numpy_with_the_z3_evaluation(monkeypatch):
-    """A helper that means one thing on numpy and another on Z3 is caught:
-    here numpy's ring_next skips a rank while Z3 still sees r + 1."""
+def planted_chunks(n):
+    return n + 1 if n % 2 == 1 and n >= 17 else n  # PLANTED-CHUNKS
+
+
+def line_of(marker: str) -> str:
+    """``tests/test_proofs_generator_mutations.py:LINE`` of the line carrying ``marker``."""
+    lines = pathlib.Path(__file__).read_text().splitlines()
+    (number,) = [i + 1 for i, text in enumerate(lines) if text.rstrip().endswith(f"# {marker}")]
+    return f"tests/{pathlib.Path(__file__).name}:{number}"
+
+
+def exactly_once_row(name):
+    (proof,) = [p for p in suite() if p.name == name]
+    return run_proof(proof)
+
+
+def test_a_python_branch_on_n_is_an_error_naming_the_algorithm_and_the_line(monkeypatch):
+    monkeypatch.setattr(ring_gen, "_phase_transfer", python_branch_on_n)
+    where = line_of("PLANTED-BRANCH")
+    for n in (4, 17, 18):
+        with pytest.raises(SymbolicBranchError, match=f"^ring allgather: {re.escape(where)}: a symbolic value used as a Python truth value in transfer"):
+            generate("ring", "allgather", n)
+    with pytest.raises(SymbolicBranchError, match=re.escape(where)):
+        exactly_once_row("ring.allgather-exactly-once")  # the proof does not say "proved"
+
+
+@pytest.mark.parametrize("field, plant, marker", [("_one", planted_width, "PLANTED-WIDTH"), ("_chunks", planted_chunks, "PLANTED-CHUNKS")])
+def test_a_python_branch_in_width_or_chunks_is_an_error_naming_the_line(monkeypatch, field, plant, marker):
+    monkeypatch.setattr(ring_gen, field, plant)
+    name = "width" if field == "_one" else "chunks"
+    for n in (5, 17):
+        with pytest.raises(SymbolicBranchError, match=f"^ring allgather: {re.escape(line_of(marker))}: .* in {name}\\(\\)"):
+            generate("ring", "allgather", n)
+    with pytest.raises(SymbolicBranchError, match=re.escape(line_of(marker))):
+        exactly_once_row("ring.allgather-exactly-once")
+
+
+def test_floor_division_on_a_symbolic_value_names_the_line(monkeypatch):
+    def floor_divided(n):
+        return n // 1  # PLANTED-FLOORDIV
+
+    monkeypatch.setattr(ring_gen, "_chunks", floor_divided)
+    with pytest.raises(SymbolicBranchError, match=f"^ring allgather: {re.escape(line_of('PLANTED-FLOORDIV'))}: unsupported operand"):
+        generate("ring", "allgather", 4)
+
+
+def test_the_width_and_chunk_count_built_are_the_terms_values(monkeypatch):
+    """Written with where (no Python branch), the plants reach the schedule
+    through the same terms the proofs read: width 2 duplicates every
+    transfer from N = 17 (odd), and N + 1 chunks leave a cell no rank owns."""
+    monkeypatch.setattr(ring_gen, "_one", lambda n: ix.where(ix.both(n % 2 == 1, n >= 17), 2, 1))
+    assert generate("ring", "allgather", 17).transfers == 2 * 17 * 16
+    assert not check(generate("ring", "allgather", 17)).ok
+    assert generate("ring", "allgather", 16).transfers == 16 * 15
+    monkeypatch.setattr(ring_gen, "_one", ORIGINAL_ONE)
+    monkeypatch.setattr(ring_gen, "_chunks", lambda n: ix.where(ix.both(n % 2 == 1, n >= 17), n + 1, n))
+    assert generate("ring", "allgather", 17).chunks == 18 and generate("ring", "allgather", 18).chunks == 18
+
+
+def test_a_helper_that_meant_something_else_on_numpy_cannot_reach_the_schedule(monkeypatch):
+    """The schedule is the compiled Z3 term, not a numpy run of the Python
+    code: a helper that would differ on numpy arrays changes nothing."""
     original = ix.ring_next
+    want = generate("ring", "allreduce", 5)
 
     def numpy_only_bug(r, n):
         return (r + 2) % n if isinstance(r, np.ndarray) else original(r, n)
 
     monkeypatch.setattr(ix, "ring_next", numpy_only_bug)
-    with pytest.raises(RefinementError, match="the schedule has"):
-        generate("ring", "allreduce", 5)
+    got = generate("ring", "allreduce", 5)
+    assert [(list(a.dst), list(a.src_chunk)) for a in got.steps] == [(list(b.dst), list(b.src_chunk)) for b in want.steps]
+    assert check(got).ok
 
 
 def test_every_schedule_built_is_refined():

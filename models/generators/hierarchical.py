@@ -103,11 +103,12 @@ def program(size=1) -> Program:
     def steps(n):
         return sum(phase_lengths(n, size))
 
-    def capacity(n, steps):
-        return n // size if size > 1 else 1
+    def capacity(n):
+        """G chunks: the intra-group hops move a whole block (1 for groups of one)."""
+        return ix.where(size > 1, ix.floordiv(n, size), 1)
 
     return Program("hierarchical-ring", "allreduce", lambda n: n, steps, lambda n: ix.floordiv(n, size), transfer, label, program,
-                   params={"size": size}, capacity=capacity, meta={"group_size": size},
+                   params={"size": size}, link_capacity=capacity, meta={"group_size": size},
                    title=lambda n: f"hierarchical-ring allreduce, {n} ranks ({n // size} groups of {size})")
 
 
