@@ -333,7 +333,10 @@ class _Instance:
         program, v = terms.program, terms.variables
         self.program, self.n = program, n
         values = [(v["N"], terms.make(n))] + [(v[k], terms.make(program.params[k])) for k in program.params]
-        fixed = lambda term: z3.simplify(z3.substitute(term, *values))  # noqa: E731
+        if program.sort == BITVEC:  # z3.simplify folds constants with wrap-around: keep every operation to see it
+            fixed = lambda term: z3.substitute(term, *values)  # noqa: E731
+        else:
+            fixed = lambda term: z3.simplify(z3.substitute(term, *values))  # noqa: E731
         scalars = [*terms.shape] + ([terms.capacity] if terms.capacity is not None else []) + ([terms.root] if terms.root is not None else [])
         constants = compile_terms([fixed(t) for t in scalars], {})
         got, over = constants.evaluate()
