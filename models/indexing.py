@@ -118,12 +118,11 @@ def hypercube_partner(r, bit):
 # -- the arithmetic vocabulary -----------------------------------------------------------
 #
 # A transfer function (see :mod:`collspec.models.program`) is evaluated on
-# numpy arrays by the generator and on Z3 terms by the proofs. Python's
-# ``if``/``and``/``^`` cannot take a Z3 term, so conditions and bit
-# operations go through these helpers, which mean the same on both. Only
-# what they define may differ between the two evaluations; the refinement
-# check (:func:`collspec.models.program.refine`) compares them on every
-# generated schedule.
+# Z3 terms, and the schedules are built from those terms; on Python ints and
+# numpy arrays these helpers still mean the same (tests and readers call the
+# functions on numbers). Python's ``if``/``and``/``^`` cannot take a Z3 term
+# (a truth value of one is an error while a program is evaluated), so
+# conditions and bit operations go through these helpers.
 
 #: Ranks are below 2**RANK_BITS (the generators accept at most 2**16 ranks).
 RANK_BITS = 17

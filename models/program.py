@@ -228,8 +228,6 @@ def _outside(filename: str) -> bool:
 
 def _caller(frame) -> tuple[str, str]:
     """``(file:line, ": `source`")`` of the first frame outside z3, numpy and this module."""
-    import linecache
-
     while frame is not None and not _outside(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
