@@ -588,3 +588,43 @@ def test_bad_dtype_and_protocol_name_the_option():
         generate("nccl-ring", "allreduce", 4, dtype="float33")
     with pytest.raises(ScheduleError, match="nccl-ring: option protocol must be one of simple, ll, ll128, got 'tcp'"):
         generate("nccl-ring", "allreduce", 4, protocol="tcp")
+
+
+# -- export --format json ---------------------------------------------------------------------
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "collspec", *args], capture_output=True, text=True)
+
+
+def test_export_json_writes_nccls_channels_and_reads_back(tmp_path):
+    import json
+
+    path = tmp_path / "ring.json"
+    done = _cli("export", "-a", "nccl-ring", "-n", "4", "--format", "json", "--option", "count=10000", "--option", "channels=4",
+                "--option", "rings=1,2,3,0", "-o", str(path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(path.read_text())
+    assert data["channels"] == [{"ring": [1, 2, 3, 0], "count": 4096}, {"ring": [1, 2, 3, 0], "count": 4096}, {"ring": [1, 2, 3, 0], "count": 1808}]
+    assert data["chunks"] == 10000 and len(data["steps"]) == 6
+    assert _cli("check", str(path)).returncode == 0
+    # every built-in algorithm's schedule reads back through check
+    for algorithm, collective in (("ring", "allreduce"), ("nccl-tree", "allreduce"), ("nccl-pat", "allgather"), ("hub", "broadcast")):
+        out = tmp_path / f"{algorithm}.json"
+        assert _cli("export", "-a", algorithm, "-c", collective, "-n", "5", "--format", "json", "-o", str(out)).returncode == 0
+        assert _cli("check", str(out)).returncode == 0, algorithm
+    tree = json.loads((tmp_path / "nccl-tree.json").read_text())
+    assert tree["channels"] == [{"tree": 0, "count": 6}, {"tree": 1, "count": 6}]
+
+
+def test_export_options_are_checked_and_bad_channels_are_exit_2(tmp_path):
+    done = _cli("export", "-a", "nccl-ring", "-n", "4", "--format", "json", "--option", "protocol=tcp")
+    assert (done.returncode, done.stderr.strip()) == (2, "collspec export: error: nccl-ring: option protocol must be one of simple, ll, ll128, got 'tcp'")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"collective": "allreduce", "ranks": 2, "chunks": 1, "channels": [{"ring": [0, 0], "count": 1}], '
+                   '"steps": [[{"src": 0, "dst": 1, "chunk": 0, "op": "reduce"}]]}')
+    done = _cli("check", str(bad))
+    assert done.returncode == 2 and "channel 0: field 'ring' must be a permutation of the ranks 0..1" in done.stderr

@@ -71,8 +71,8 @@ MAX_CHANNELS = 64
 MAX_CELLS = 1 << 22
 DEFAULTS = {"channels": 2}
 #: Default ``count`` (elements; per rank for reduce-scatter and all-gather):
-#: small, and giving partial loops and empty chunks at many N.
-DEFAULT_COUNT = {"allreduce": 12, "broadcast": 12, "reduce": 12, "reduce_scatter": 5, "allgather": 5}
+#: small (one loop, one channel in NCCL), with short and empty all-reduce chunks at many N.
+DEFAULT_COUNT = {"allreduce": 12, "broadcast": 12, "reduce": 12, "reduce_scatter": 4, "allgather": 4}
 
 
 def _is_z3(value) -> bool:
@@ -408,7 +408,9 @@ def generate_ring(collective: str, n: int, **options) -> Schedule:
     """The ``nccl-ring`` schedule of ``collective`` on n ranks."""
     made = ring_program(collective, **options)
     _check_for(layout_of(collective, **options), n)
-    return made.schedule(n)
+    schedule = made.schedule(n)
+    schedule.meta["channel_table"] = channel_table(collective, n, **options)
+    return schedule
 
 
 def generator(collective: str):

@@ -204,6 +204,8 @@ def generate_tree(n: int, channels=None, chunk=None, count=None) -> Schedule:
     """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``."""
     schedule = tree_program(channels, chunk, count).schedule(n)
     schedule.meta["trees"] = [{"parent": p} for p in parents(n)]
+    layout = layout_of(channels, chunk, count)
+    schedule.meta["channel_table"] = [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
     return schedule
 
 
