@@ -115,6 +115,20 @@ def parents(n: int) -> list[list[int]]:
     return out
 
 
+def trees(n: int) -> list[dict]:
+    """Both trees over ranks: ``{"parent": [...], "children": [[...], ...]}``
+    (-1 for the root's parent; each rank's children in NCCL's down0, down1
+    order). Numpy over all ranks at once: N = 65536 in well under a second."""
+    ranks = np.arange(n, dtype=np.int64)
+    out = []
+    for tree in (0, 1):
+        x = to_label(ranks, n, tree)
+        parent = to_rank(ix.where(x == 0, -1, btree_parent(x, n)), n, tree)
+        kids = np.stack([to_rank(btree_child(x, n, w), n, tree) for w in (0, 1)], axis=1)
+        out.append({"parent": parent.tolist(), "children": [[int(k) for k in row if k >= 0] for row in kids.tolist()]})
+    return out
+
+
 def tree_facts(n: int) -> dict:
     """Check that both trees are spanning binary trees over the n ranks, with
     :func:`btree_child` and :func:`btree_parent` describing the same edges,
@@ -203,7 +217,7 @@ def layout_of(channels=None, chunk=None, count=None) -> Layout:
 def generate_tree(n: int, channels=None, chunk=None, count=None) -> Schedule:
     """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``."""
     schedule = tree_program(channels, chunk, count).schedule(n)
-    schedule.meta["trees"] = [{"parent": p} for p in parents(n)]
+    schedule.meta["trees"] = trees(n)
     layout = layout_of(channels, chunk, count)
     schedule.meta["channel_table"] = [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
     return schedule
