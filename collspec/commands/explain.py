@@ -85,7 +85,7 @@ def _trees_only(args) -> int:
     markdown = args.format == "markdown"
     out = [("# " if markdown else "") + data["title"] + " (--hops: every hop)", ""]
     for k, tree in enumerate(data["trees"]):
-        out += [("## " if markdown else "") + f"Tree {k + 1} of {len(data['trees'])}", ""]
+        out += [("## " if markdown else "") + f"Tree {k + 1} of {len(data['trees'])}"]
         out += [("    " if markdown else "  ") + line for line in tree_lines(tree["parent"])] + [""]
     print("\n".join(out), end="")
     return 0
