@@ -7,10 +7,13 @@ k is first sent by the rank after its owner and each rank adds its own value
 to the partial it receives, so the owner (ring index k) ends with
 ``((x[k+1] + x[k+2]) + ...) + x[k]``, indices along the channel's ring, and
 every other rank receives that value by copy. Which element is in which
-chunk follows NCCL's loop (:mod:`.generators.nccl_ring`) with the options of
-:func:`schedule_options`: one channel, the identity ring, chunks rounded to
-16 bytes (``alignUp(divUp(count, N), 16 / sizeof(T))`` elements while the
-vector is below N chunks of ``chunk`` elements).
+chunk follows NCCL 2.30's host split and ring loop (:mod:`.generators.nccl_ring`,
+:mod:`.generators.nccl_host`) with the options of :func:`schedule_options`:
+the identity ring, one channel unless asked (conformance pins NCCL to one
+with NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=1), the Simple protocol unless
+asked, and NCCL's chunk for the element size (2 MiB for the Simple ring's
+all-reduce; the last loop's chunks rounded to 16 bytes,
+``alignUp(divUp(rem, N), 16 / sizeof(T))`` elements).
 
 ``conform --expect bits:ALGO`` compares every rank's result with
 :func:`predict`; impl's ``nccl-ring`` backend runs the same schedules, so on
@@ -37,8 +40,8 @@ ALGORITHMS = {"nccl-ring": ("allreduce", "reduce_scatter", "allgather", "broadca
 OPS = ("sum", "prod", "min", "max")
 #: at most this many elements per rank are predicted (one cell per element)
 MAX_ELEMENTS = 1 << 16
-#: chunk of the bit-exact layout, in 16-byte units (NCCL's chunk for larger vectors)
-CHUNK_UNITS = 1 << 12
+#: a spec dtype of each element size: the schedule depends on the size only
+BY_SIZE = {1: "int8", 2: "float16", 4: "float32", 8: "float64"}
 
 
 def supports(algorithm: str, collective: str, op: str) -> bool:
@@ -51,24 +54,29 @@ def require(algorithm: str) -> None:
         raise ScheduleError(f"bits:{algorithm}: no bit-exact model of {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
 
 
-def schedule_options(algorithm: str, collective: str, itemsize: int, count: int) -> dict:
+def schedule_options(algorithm: str, collective: str, itemsize: int, count: int, channels: int = 1, protocol: str = "simple") -> dict:
     """Generator options of the bit-exact layout for ``count`` elements (per
-    rank for reduce_scatter and allgather) of ``itemsize`` bytes."""
+    rank for reduce_scatter and allgather) of ``itemsize`` bytes on
+    ``channels`` channels with ``protocol``: chunk, align and channel split
+    are the generator's, as NCCL 2.30 derives them from these."""
     require(algorithm)
-    align = max(1, 16 // itemsize)
-    return {"channels": 1, "chunk": align * CHUNK_UNITS, "align": align, "count": count}
+    if itemsize not in BY_SIZE:
+        raise ScheduleError(f"bits:{algorithm}: no NCCL type has {itemsize}-byte elements")
+    return {"channels": channels, "dtype": BY_SIZE[itemsize], "protocol": protocol, "count": count}
 
 
-def predict(algorithm: str, collective: str, inputs: list[np.ndarray], op: str, root: int = 0) -> list[np.ndarray]:
+def predict(algorithm: str, collective: str, inputs: list[np.ndarray], op: str, root: int = 0, channels: int = 1,
+            protocol: str = "simple") -> list[np.ndarray]:
     """Every rank's output (its output cells, in order) when ``algorithm``
-    runs ``collective`` on ``inputs`` (rank r's input vector) in their dtype."""
+    runs ``collective`` on ``inputs`` (rank r's input vector) in their dtype,
+    on ``channels`` channels with ``protocol`` (NCCL's host split and chunk)."""
     require(algorithm)
     n = len(inputs)
     values = [np.asarray(v).reshape(-1) for v in inputs]
     count = len(values[0]) // n if collective == "reduce_scatter" else len(values[0])
     if count > MAX_ELEMENTS:
         raise ScheduleError(f"bits:{algorithm}: at most {MAX_ELEMENTS} elements per rank are predicted, got {count}")
-    options = schedule_options(algorithm, collective, values[0].dtype.itemsize, count)
+    options = schedule_options(algorithm, collective, values[0].dtype.itemsize, count, channels, protocol)
     if collective in ("broadcast", "reduce"):
         options["root"] = root
     schedule = generate(algorithm, collective, n, **options)

@@ -42,6 +42,25 @@ class Explanation:
     trees: list[list[int]] = field(default_factory=list)  # parent arrays a generator declares (meta["trees"])
 
 
+#: algorithms whose trees :func:`declared_trees` gives without building the schedule
+TREE_MODELS = ("nccl-tree",)
+
+
+def declared_trees(algorithm: str, collective: str, n: int) -> dict:
+    """The trees a tree model runs along (parents and children), without the
+    per-hop state: what ``collspec explain nccl-tree --json`` writes unless
+    asked for the hops. ScheduleError for other algorithms."""
+    from .generators import nccl_tree
+    from ..spec.collectives import collective_name
+
+    if algorithm not in TREE_MODELS or collective_name(collective) != "allreduce":
+        raise ScheduleError(f"{algorithm} {collective}: no declared trees; tree models: {', '.join(TREE_MODELS)} (allreduce)")
+    if not 1 <= n <= 1 << 16:
+        raise ScheduleError(f"{algorithm}: --ranks {n} must be 1..65536")
+    return {"title": f"{algorithm} allreduce, {n} ranks: the trees", "algorithm": algorithm, "collective": "allreduce", "ranks": n,
+            "trees": nccl_tree.trees(n)}
+
+
 def example_values(schedule: Schedule, example: str, seed: int = 0) -> tuple[np.ndarray, str]:
     """Input values per rank and element, and a line saying where they come from."""
     counts = [len(cells) for cells in schedule.layout.inputs]
@@ -233,6 +252,13 @@ def tree_lines(parent: list[int]) -> list[str]:
     return lines
 
 
+def _trees_json(explanation: Explanation) -> list[dict]:
+    declared = explanation.schedule.meta.get("trees") if explanation.schedule.meta else None
+    if declared and all(isinstance(t, dict) and "children" in t for t in declared):
+        return [{"parent": t["parent"], "children": t["children"]} for t in declared]
+    return [{"parent": p} for p in explanation.trees]
+
+
 def to_json(explanation: Explanation) -> dict:
     s = explanation.schedule
 
@@ -259,7 +285,7 @@ def to_json(explanation: Explanation) -> dict:
             for hop in explanation.hops
         ],
         "routes": explanation.routes,
-        **({"trees": [{"parent": p} for p in explanation.trees]} if explanation.trees else {}),
+        **({"trees": _trees_json(explanation)} if explanation.trees else {}),
         "finish": None
         if explanation.finish is None
         else {"op": "avg", "divide_by": explanation.finish["divide_by"], "result": explanation.finish["result"].tolist()},

@@ -32,7 +32,8 @@ MAX_TRANSFERS = 50_000_000
 MAX_FILE_BYTES = 2 << 30
 
 _TRANSFER_KEYS = {"src", "dst", "chunk", "src_chunk", "dst_chunk", "op"}
-_TOP_KEYS = {"collective", "ranks", "chunks", "steps", "name", "owner", "root", "link_capacity"}
+_TOP_KEYS = {"collective", "ranks", "chunks", "steps", "name", "owner", "root", "link_capacity", "channels"}
+_CHANNEL_KEYS = {"ring", "tree", "count"}
 _STEP_KEYS = {"transfers", "name", "phase"}
 
 
@@ -92,6 +93,7 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
     name = data.get("name", "")
     if not isinstance(name, str):
         raise fail("field 'name' must be a string")
+    channels = _channels(data.get("channels"), ranks, fail)
     if not isinstance(data["steps"], list):
         raise fail(f"field 'steps' must be a list of steps, got {type(data['steps']).__name__}")
 
@@ -132,7 +134,39 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
         schedule.layout
     except ScheduleError as error:
         raise fail(str(error)) from None
+    if channels is not None:
+        schedule.meta["channel_table"] = channels
     return schedule
+
+
+def _channels(raw, ranks: int, fail) -> list[dict] | None:
+    """The optional ``channels`` list NCCL models write: per channel its ring
+    (a permutation of the ranks) or tree (0 or 1), and its element count.
+    Informative: the steps alone are what is checked."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise fail(f"field 'channels' must be a list of channels, got {type(raw).__name__}")
+    out = []
+    for c, entry in enumerate(raw):
+        where = f"channel {c}"
+        if not isinstance(entry, dict):
+            raise fail(f"a channel must be an object, got {type(entry).__name__}", where)
+        extra = sorted(set(entry) - _CHANNEL_KEYS)
+        if extra:
+            raise fail(f"unknown field {extra[0]!r}; expected ring or tree, count", where)
+        if "count" not in entry:
+            raise fail("missing field 'count'", where)
+        item = {"count": _integer(entry["count"], "count", 0, MAX_TRANSFERS, fail, where)}
+        if "ring" in entry:
+            ring = entry["ring"]
+            if not isinstance(ring, list) or sorted(v for v in ring if isinstance(v, int) and not isinstance(v, bool)) != list(range(ranks)):
+                raise fail(f"field 'ring' must be a permutation of the ranks 0..{ranks - 1}", where)
+            item["ring"] = list(ring)
+        if "tree" in entry:
+            item["tree"] = _integer(entry["tree"], "tree", 0, 1, fail, where)
+        out.append(item)
+    return out
 
 
 def _integer(value: Any, field: str, low: int, high: int, fail, where: str = "") -> int:
@@ -205,6 +239,8 @@ def to_json(schedule: Schedule) -> dict:
         out["root"] = schedule.root
     if schedule.link_capacity != 1:
         out["link_capacity"] = schedule.link_capacity
+    if schedule.meta and schedule.meta.get("channel_table"):
+        out["channels"] = schedule.meta["channel_table"]
     out["steps"] = steps
     return out
 

@@ -73,3 +73,27 @@ def test_command_line_json():
     result = subprocess.run([sys.executable, "-m", "collspec", "explain", "ring-seed", "--ranks", "4", "--format", "json"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert json.loads(result.stdout)["routes"][2]["total"] == -10
+
+
+def test_explain_nccl_tree_writes_the_trees_and_the_hops_only_when_asked():
+    import json
+    import subprocess
+    import sys
+
+    from collspec.models.generators import nccl_tree
+
+    def explain(*args):
+        return subprocess.run([sys.executable, "-m", "collspec", "explain", "nccl-tree", *args], capture_output=True, text=True)
+
+    done = explain("--ranks", "6", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert "hops" not in data
+    assert data["trees"] == [{"parent": [-1, 2, 4, 2, 0, 4], "children": [[4], [], [1, 3], [], [2, 5], []]},
+                             {"parent": [1, 5, 3, 1, 3, -1], "children": [[], [3, 0], [], [4, 2], [], [1]]}]  # down0, down1 of the mirrored labels
+    with_hops = json.loads(explain("--ranks", "6", "--hops", "--json", "-").stdout)
+    assert with_hops["hops"] and with_hops["trees"] == data["trees"]
+    # 65536 ranks: the trees only, from the same closed forms the schedule uses
+    big = nccl_tree.trees(65536)
+    assert [t["parent"] for t in big] == nccl_tree.parents(65536)
+    assert sum(len(c) for t in big for c in t["children"]) == 2 * 65535

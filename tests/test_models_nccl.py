@@ -72,21 +72,28 @@ def test_last_partial_loop_rounds_the_chunk_and_leaves_empty_chunks():
 
 
 def test_channels_get_contiguous_parts_and_run_at_once():
-    # 3 channels over 10 elements: parts of 4, 4 and 2; each channel's loop is its own
-    schedule = generate("nccl-ring", "allgather", 2, channels=3, chunk=4, count=10)
-    assert len(schedule.steps) == 1
+    # reduce-scatter of 1100 float32 per rank on 16 ranks and 4 channels: NCCL's
+    # cells are 2 KiB (32 KiB of traffic over 16 ranks), 512 elements; the traffic
+    # per channel (70,400 / 4 bytes) is under one cell's 32 KiB, so channels get
+    # one cell each, the third the remainder: 512, 512, 76; channel 3 stays idle
+    schedule = generate("nccl-ring", "reduce_scatter", 16, channels=4, count=1100)
+    assert len(schedule.steps) == 15
     step = schedule.steps[0]
-    assert sorted(step.src_chunk[step.src == 0].tolist()) == list(range(10))
-    assert schedule.link_capacity == 10
+    block = 15 * 1100  # rank 0 first sends the block of rank 15
+    assert sorted(step.src_chunk[step.src == 0].tolist()) == list(range(block, block + 1100))
+    assert schedule.link_capacity == 1100
     assert check(schedule).ok
 
 
 def test_each_channel_follows_its_own_ring():
+    # all-gather of 1025 float64 per rank on 4 ranks: NCCL moves it as 8,200
+    # bytes per rank in cells of 8 KiB (32 KiB of traffic over 4 ranks), so
+    # channel 0 carries the first 1024 elements of each block, channel 1 the last
     rings = [[0, 1, 2, 3], [0, 2, 1, 3]]
-    schedule = generate("nccl-ring", "allgather", 4, channels=2, chunk=1, count=2, rings=rings)
+    schedule = generate("nccl-ring", "allgather", 4, channels=2, count=1025, dtype="float64", rings=rings)
     step = schedule.steps[0]
-    links = {(int(a), int(b), int(c) % 2) for a, b, c in zip(step.src, step.dst, step.src_chunk)}
-    # channel 0 (cells 0 of each block) goes 0->1->2->3->0, channel 1 goes 0->2->1->3->0
+    links = {(int(a), int(b), int(c) % 1025 // 1024) for a, b, c in zip(step.src, step.dst, step.src_chunk)}
+    # channel 0 goes 0->1->2->3->0, channel 1 goes 0->2->1->3->0
     assert links == {(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 0, 0), (0, 2, 1), (2, 1, 1), (1, 3, 1), (3, 0, 1)}
     assert check(schedule).ok
     rng = np.random.default_rng(7)
@@ -249,7 +256,7 @@ def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
     path = tmp_path / "tree.json"
     result = subprocess.run([sys.executable, "-m", "collspec", "explain", "nccl-tree", "--ranks", "6", "--json", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert json.loads(path.read_text())["trees"] == [{"parent": [-1, 2, 4, 2, 0, 4]}, {"parent": [1, 5, 3, 1, 3, -1]}]
+    assert [t["parent"] for t in json.loads(path.read_text())["trees"]] == [[-1, 2, 4, 2, 0, 4], [1, 5, 3, 1, 3, -1]]
     assert "Tree 2 of 2\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
 
 
@@ -339,22 +346,24 @@ def _ring_sum(values, order, owner_index):
 
 
 def test_the_interpreter_adds_in_nccls_ring_order_for_any_channels_and_rings():
-    n, count, chunk = 5, 29, 2
+    # 8,221 float16 on 2 channels: NCCL's host puts 8,192 (one 16 KiB cell) on
+    # channel 0 and 29 on channel 1; chunk 2 (a tuner's) makes many loops
+    n, count, chunk, first = 5, 8192 + 29, 2, 8192
     rng = np.random.default_rng(3)
     x = [rng.standard_normal(count).astype(np.float16) * np.float16(100) for _ in range(n)]
     rings = [[0, 1, 2, 3, 4], [3, 0, 4, 2, 1]]
-    schedule = generate("nccl-ring", "allreduce", n, channels=2, chunk=chunk, count=count, rings=rings)
+    schedule = generate("nccl-ring", "allreduce", n, channels=2, chunk=chunk, count=count, rings=rings, dtype="float16")
     got = interpret(schedule, Numbers(x, op="sum")).state
-    per = 15  # channel parts: 15 and 14 elements
     for e in range(count):
-        c = e // per
-        local = e - c * per
-        part = per if c == 0 else count - per
+        c = int(e >= first)
+        local = e - c * first
+        part = first if c == 0 else count - first
         loop, within = divmod(local, n * chunk)
         rem = part - loop * n * chunk
         chunk_count = chunk if rem >= n * chunk else -(-rem // n)
-        k = within // chunk_count  # the chunk, owned by ring index k
-        want = _ring_sum(np.array([v[e] for v in x]), rings[c], k)
+        k = within // chunk_count  # the chunk, owned by ring index k: k steps after rank 0 along the ring
+        ring = rings[c][rings[c].index(0):] + rings[c][:rings[c].index(0)]
+        want = _ring_sum(np.array([v[e] for v in x]), ring, k)
         assert all(got[r][e].tobytes() == want.tobytes() for r in range(n)), e
     # and it is not the rank-order sum everywhere: the order is what the test pins down
     plain = [np.float16(0)] * count
@@ -420,8 +429,8 @@ def test_expect_bits_catches_a_ring_that_adds_in_another_order():
     found = judge_bits(case, 4, backwards, "nccl-ring")
     assert [(v.kind, v.message) for v in found] == [
         ("wrong-value", f"allreduce/float16/sum/n=100/inplace/rounding/seed=0: rank {r} differs from the nccl-ring model's bits "
-                        "in 30 element(s); element 0: got -0.93310546875, the model gives -0.9326171875") for r in range(4)]
-    assert found[0].details["expect"] == "bits:nccl-ring" and found[0].details["differing"] == 30
+                        "in 31 element(s); element 4: got 1.6201171875, the model gives 1.62109375") for r in range(4)]
+    assert found[0].details["expect"] == "bits:nccl-ring" and found[0].details["differing"] == 31
 
 
 def test_conform_expect_bits_forces_nccls_ring_simple_one_channel_on_the_nccl_backend(monkeypatch):
@@ -461,7 +470,7 @@ def test_cli_bad_options_exit_2_naming_the_option():
         (["-a", "nccl-ring", "-n", "4", "--option", "channels=0"], "--option 'channels=0': channels must be at least 1 for 4 ranks"),
         (["-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"],
          "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),
-        (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (34359214080 (step, rank, slot) "
+        (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (206155284480 (step, rank, slot) "
                                              "points, at most 2147483648); use fewer ranks or smaller options"),
         (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
          "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 4294967296 slots a step; "
@@ -476,3 +485,146 @@ def test_pat_past_1024_ranks_refines_against_its_proved_terms():
     # the aggregate's 'used' test once multiplied slot x scale and overflowed the proofs' bit-vectors at 1500 ranks
     schedule = generate("nccl-pat", "allgather", 1500, chunk=1, count=1)
     assert schedule.transfers == 1500 * 1499
+
+
+# -- NCCL 2.30's ring index, channel split and chunk, as its code states them -------------------
+
+from collspec.models.generators import nccl_host  # noqa: E402
+from collspec.models.generators.nccl_ring import channel_table  # noqa: E402
+
+
+def _messages(schedule):
+    """Every step's transfers as a sorted list: (src, dst, cell, op)."""
+    return [sorted(zip(s.src.tolist(), s.dst.tolist(), s.src_chunk.tolist(), s.op.tolist())) for s in schedule.steps]
+
+
+@pytest.mark.parametrize("n", range(3, 9))
+def test_a_rotated_ring_list_is_the_same_ring(n):
+    # setupChannel (src/init.cc, NCCL 2.30) measures a rank's ring index from rank 0:
+    # the lists 1,2,...,0 and 0,1,...,N-1 are one ring, and NCCL runs them alike
+    for collective in RING_COLLECTIVES:
+        base = generate("nccl-ring", collective, n, channels=1, chunk=1, count=2 * n + 1)
+        for shift in range(1, n):
+            ring = list(range(shift, n)) + list(range(shift))
+            rotated = generate("nccl-ring", collective, n, channels=1, chunk=1, count=2 * n + 1, rings=[ring])
+            assert _messages(rotated) == _messages(base), (collective, ring)
+
+
+def test_ring_index_counts_from_rank_0_not_from_the_list_start():
+    # rings=1,2,0 at N=3: rank 0 has ring index 0 and first sends chunk 2 (i - 1 mod 3)
+    schedule = generate("nccl-ring", "allreduce", 3, channels=1, chunk=1, count=3, rings=[[1, 2, 0]])
+    assert _sent(schedule, 0) == {0: [2], 1: [0], 2: [1]}
+
+
+#: (collective, N, count, element bytes, protocol, channels) -> elements per channel, from
+#: scheduleCollTasksToPlan (src/enqueue.cc, NCCL 2.30.7): cells of 32 KiB of traffic over
+#: the traffic per byte (2 all-reduce, N reduce-scatter/all-gather, 1 else; x4 for LL),
+#: about trafficBytes / channels per channel in whole cells, the remainder off the last part
+SPLITS = [
+    (("allreduce", 4, 10_000, 4, "simple", 4), [4096, 4096, 1808]),  # cells of 16 KiB: 3 cells
+    (("allreduce", 4, 1000, 4, "simple", 4), [1000]),  # under one cell: one channel
+    (("allreduce", 8, 4096, 4, "simple", 2), [4096]),  # exactly one cell
+    (("allreduce", 8, 4097, 4, "simple", 2), [4096, 1]),
+    (("allreduce", 2, 1 << 20, 2, "simple", 4), [262144] * 4),  # 2 MiB: 128 cells of 8192, 32 each
+    (("allreduce", 2, 100_000, 4, "ll", 4), [7168, 30720, 30720, 31392]),  # LL: 4 KiB cells, more parts than channels
+    (("allreduce", 2, 100_000, 4, "ll128", 4), [28672, 28672, 28672, 13984]),
+    (("reduce_scatter", 16, 1100, 4, "simple", 4), [512, 512, 76]),  # 2 KiB cells (32 KiB / 16 ranks)
+    (("reduce_scatter", 8, 100_000, 2, "ll", 4), [6656, 31232, 31232, 30880]),  # more parts than channels: spread
+    (("allgather", 4, 1025, 8, "simple", 2), [1024, 1]),  # moved as bytes: 8 KiB cells
+    (("allgather", 8, 100_000, 4, "simple", 4), [25600, 25600, 25600, 23200]),
+    (("broadcast", 4, 3 * 8192 + 5, 4, "simple", 8), [8192, 8192, 8192, 5]),  # 32 KiB cells, 1 byte of traffic per byte
+    (("reduce", 4, 20_000, 8, "simple", 2), [12288, 7712]),  # 3 cells of 4096 a channel
+    (("allreduce", 4, 100_000, 4, "simple", 1), [100_000]),  # one channel takes everything
+]
+
+
+@pytest.mark.parametrize("args, parts", SPLITS)
+def test_channel_split_is_nccls_host_split(args, parts):
+    assert nccl_host.channel_split(*args) == parts
+    collective, n, count, size, protocol, channels = args
+    dtype = {1: "int8", 2: "float16", 4: "float32", 8: "float64"}[size]
+    assert [c["count"] for c in channel_table(collective, n, channels=channels, count=count, dtype=dtype, protocol=protocol)] == parts
+
+
+def test_split_of_10000_float32_on_4_channels_is_what_the_schedule_sends():
+    schedule = generate("nccl-ring", "allreduce", 4, channels=4, count=10_000, chunk=64)
+    # channel c starts at 4096 c; at step 0 the rank with ring index 1 sends chunk 0 of every channel's first loop
+    assert _sent(schedule, 0)[1] == list(range(64)) + list(range(4096, 4096 + 64)) + list(range(8192, 8192 + 64))
+    assert check(schedule).ok
+
+
+#: the ring's chunk (elements) per protocol and element size: calcCollChunking
+#: (src/enqueue.cc) on the default buffers of computeBuffSizes (src/init.cc)
+CHUNKS = [
+    (("allreduce", 4, "simple"), 524288),  # 4 MiB / NCCL_STEPS x ALLREDUCE_CHUNKSTEPS (4) = 2 MiB
+    (("allreduce", 2, "simple"), 1048576),
+    (("broadcast", 1, "simple"), 524288),  # BROADCAST_CHUNKSTEPS 1: 512 KiB
+    (("reduce", 8, "simple"), 65536),
+    (("allreduce", 4, "ll"), 8192),  # 512 KiB / 8, halved: 32 KiB
+    (("allreduce", 4, "ll128"), 144000),  # 4,800 KiB / 8 x 15/16 = 576,000 bytes
+    (("allgather", 1, "ll128"), 576000),
+]
+
+
+@pytest.mark.parametrize("args, chunk", CHUNKS)
+def test_ring_chunk_is_nccls(args, chunk):
+    assert nccl_host.chunk_elements(*args) == chunk
+
+
+def test_dtype_and_protocol_change_the_schedule():
+    # 2,000 float16 at 4 ranks fit one loop on one channel; as float64 with LL they span two channels
+    small = generate("nccl-ring", "allreduce", 4, channels=2, count=2000, dtype="float16")
+    large = generate("nccl-ring", "allreduce", 4, channels=2, count=2000, dtype="float64", protocol="ll")
+    assert channel_table("allreduce", 4, channels=2, count=2000, dtype="float16") == [{"ring": [0, 1, 2, 3], "count": 2000}]
+    assert [c["count"] for c in channel_table("allreduce", 4, channels=2, count=2000, dtype="float64", protocol="ll")] == [512, 1488]
+    assert _messages(small) != _messages(large)
+    # the last loop's chunk is rounded to 16 bytes: 8 float16, 2 float64
+    assert _sent(generate("nccl-ring", "allreduce", 4, channels=1, count=10, dtype="float16"), 0)[1] == list(range(8))
+    assert _sent(generate("nccl-ring", "allreduce", 4, channels=1, count=10, dtype="float64"), 0)[1] == [0, 1, 2, 3]
+
+
+def test_bad_dtype_and_protocol_name_the_option():
+    with pytest.raises(ScheduleError, match="nccl-ring: option dtype must be one of int8, .*, got 'float33'"):
+        generate("nccl-ring", "allreduce", 4, dtype="float33")
+    with pytest.raises(ScheduleError, match="nccl-ring: option protocol must be one of simple, ll, ll128, got 'tcp'"):
+        generate("nccl-ring", "allreduce", 4, protocol="tcp")
+
+
+# -- export --format json ---------------------------------------------------------------------
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "collspec", *args], capture_output=True, text=True)
+
+
+def test_export_json_writes_nccls_channels_and_reads_back(tmp_path):
+    import json
+
+    path = tmp_path / "ring.json"
+    done = _cli("export", "-a", "nccl-ring", "-n", "4", "--format", "json", "--option", "count=10000", "--option", "channels=4",
+                "--option", "rings=1,2,3,0", "-o", str(path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(path.read_text())
+    assert data["channels"] == [{"ring": [1, 2, 3, 0], "count": 4096}, {"ring": [1, 2, 3, 0], "count": 4096}, {"ring": [1, 2, 3, 0], "count": 1808}]
+    assert data["chunks"] == 10000 and len(data["steps"]) == 6
+    assert _cli("check", str(path)).returncode == 0
+    # every built-in algorithm's schedule reads back through check
+    for algorithm, collective in (("ring", "allreduce"), ("nccl-tree", "allreduce"), ("nccl-pat", "allgather"), ("hub", "broadcast")):
+        out = tmp_path / f"{algorithm}.json"
+        assert _cli("export", "-a", algorithm, "-c", collective, "-n", "5", "--format", "json", "-o", str(out)).returncode == 0
+        assert _cli("check", str(out)).returncode == 0, algorithm
+    tree = json.loads((tmp_path / "nccl-tree.json").read_text())
+    assert tree["channels"] == [{"tree": 0, "count": 6}, {"tree": 1, "count": 6}]
+
+
+def test_export_options_are_checked_and_bad_channels_are_exit_2(tmp_path):
+    done = _cli("export", "-a", "nccl-ring", "-n", "4", "--format", "json", "--option", "protocol=tcp")
+    assert (done.returncode, done.stderr.strip()) == (2, "collspec export: error: nccl-ring: option protocol must be one of simple, ll, ll128, got 'tcp'")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"collective": "allreduce", "ranks": 2, "chunks": 1, "channels": [{"ring": [0, 0], "count": 1}], '
+                   '"steps": [[{"src": 0, "dst": 1, "chunk": 0, "op": "reduce"}]]}')
+    done = _cli("check", str(bad))
+    assert done.returncode == 2 and "channel 0: field 'ring' must be a permutation of the ranks 0..1" in done.stderr

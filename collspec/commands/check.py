@@ -48,8 +48,10 @@ OPTIONS = {
     "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
     "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
     "channels": (lambda n: 1, "nccl-*: channels the vector is split over (1..64)"),
-    "chunk": (lambda n: 1, "nccl-*: elements per chunk"),
-    "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to"),
+    "chunk": (lambda n: 1, "nccl-*: elements per chunk (nccl-ring: default NCCL's for the protocol and dtype)"),
+    "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to (default 16 / element size)"),
+    "dtype": (None, "nccl-ring: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
+    "protocol": (None, "nccl-ring: NCCL's protocol, simple, ll or ll128 (default simple)"),
     "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
     "aggregation": (lambda n: 1, "nccl-pat: partial sums aggregated per message, a power of two up to N/2"),
     "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
@@ -81,6 +83,9 @@ def parse_options(texts: list[str], algorithm: str | None, collective: str, rank
             raise CollspecError(f"--option {text!r}: write NAME=VALUE with NAME one of {', '.join(OPTIONS)}")
         if name == "rings":
             options[name] = parse_rings(value)
+            continue
+        if name in ("dtype", "protocol"):  # names; the generator checks them
+            options[name] = value.strip().lower() if name == "protocol" else value.strip()
             continue
         try:
             number = int(value)

@@ -23,6 +23,8 @@ def configure(parser):
     parser.add_argument("--diagram", choices=["schedule", "tree"], default="schedule",
                         help="with --format svg: the schedule, or the tree(s) it runs along")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page that steps through the hops")
+    parser.add_argument("--hops", action="store_true",
+                        help="tree models (nccl-tree): also the hop-by-hop state; without it, only the trees (parents and children)")
     parser.add_argument("--json", metavar="PATH", help="also write the explanation as JSON (--format json's content) to PATH ('-' for stdout); "
                                                       "it carries \"trees\": [{\"parent\": [...]}] for algorithms that run along declared trees")
 
@@ -37,6 +39,10 @@ def run(args) -> int:
         raise CollspecError("--diagram applies to --format svg only")
     if args.html and args.format:
         raise CollspecError(f"--html writes a page, --format {args.format} prints to stdout: give one of them")
+    from ..models.explain import TREE_MODELS
+
+    if args.algorithm in TREE_MODELS and not args.hops and not args.html and args.format != "svg":
+        return _trees_only(args)
     schedule = generate(args.algorithm, args.collective, args.ranks)
     if args.format == "svg":
         print(_svg(schedule, args.diagram), end="")
@@ -57,6 +63,31 @@ def run(args) -> int:
         print(json.dumps(to_json(explanation), indent=1))
     else:
         print(render(explanation, markdown=args.format == "markdown"), end="")
+    return 0
+
+
+def _trees_only(args) -> int:
+    """A tree model without --hops: its trees, parents and children."""
+    import json
+
+    from ..models.explain import declared_trees, tree_lines
+
+    data = declared_trees(args.algorithm, args.collective, args.ranks)
+    if args.json:
+        from ..report import write_json
+
+        write_json(data, args.json)
+        if args.json == "-":
+            return 0
+    if args.format == "json":
+        print(json.dumps(data))
+        return 0
+    markdown = args.format == "markdown"
+    out = [("# " if markdown else "") + data["title"] + " (--hops: every hop)", ""]
+    for k, tree in enumerate(data["trees"]):
+        out += [("## " if markdown else "") + f"Tree {k + 1} of {len(data['trees'])}"]
+        out += [("    " if markdown else "  ") + line for line in tree_lines(tree["parent"])] + [""]
+    print("\n".join(out), end="")
     return 0
 
 

@@ -10,17 +10,20 @@ cell per element of the vector (all-reduce, broadcast, reduce: ``count``
 cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
 
 - Channels. The vector (the per-rank block for reduce-scatter and
-  all-gather) is cut into contiguous channel parts: channel c gets elements
-  ``[c * per, (c + 1) * per)`` of it, ``per = alignUp(divUp(count, C),
-  align)``, the last non-empty channel the rest; channels left with nothing
-  send nothing. Channels run at once, each on its own ring (``rings``), and
-  their messages share a step: the schedule's link capacity is the most
-  cells one link carries in one step.
+  all-gather) is cut into contiguous channel parts as NCCL 2.30's host does
+  (:mod:`.nccl_host`: cells of a fixed traffic size, fewer channels for
+  small vectors, the remainder in the last channel); channels NCCL leaves
+  empty send nothing. Channels run at once, each on its own ring
+  (``rings``), and their messages share a step: the schedule's link
+  capacity is the most cells one link carries in one step.
+- Ring index. A rank's index on a channel is its distance from rank 0
+  along that channel's ring (NCCL's ``setupChannel``), so a ring list and
+  any rotation of it give the same schedule.
 - All-reduce loop. Each channel walks its part in loops of
   ``N * chunkCount`` elements (``chunkCount = chunk``); the last, partial
   loop rounds ``chunkCount`` to ``alignUp(divUp(rem, N), align)``, so its last
   chunks may be short or empty (an empty chunk sends nothing). In a loop, at
-  ring step t (0 .. 2N - 3) the rank at ring index i sends chunk
+  ring step t (0 .. 2N - 3) the rank with ring index i sends chunk
   ``(i - t - 1) mod N`` for t < N - 1 (receiver reduces) and chunk
   ``(i - t + N - 1) mod N`` after (receiver copies): the primitives
   ``send``, ``recvReduceSend`` x (N - 2), ``recvReduceCopySend`` (the owner's
@@ -34,11 +37,16 @@ cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
   ``chunk`` per step.
 
 Options (``generate("nccl-ring", COLLECTIVE, N, **options)``): ``channels``
-(1..64, default 2), ``chunk`` (elements per chunk, default 2), ``align``
-(elements, NCCL's ``16 / sizeof(T)``; default 1), ``count`` (elements; per
-rank for reduce-scatter and all-gather; defaults in :data:`DEFAULT_COUNT`),
-``rings`` (one permutation of the ranks per channel, or fewer, reused in
-turn; default the identity ring for every channel), ``root``.
+(the communicator's channels, 1..64, default 2), ``dtype`` (a spec dtype
+name, default ``float32``: the element size), ``protocol`` (``simple``,
+``ll``, ``ll128``; default ``simple``), ``count`` (elements; per rank for
+reduce-scatter and all-gather; defaults in :data:`DEFAULT_COUNT`), ``rings``
+(one permutation of the ranks per channel, or fewer, reused in turn;
+default the identity ring for every channel), ``root``. ``chunk`` (elements
+per chunk) and ``align`` (elements a last-loop all-reduce chunk is rounded
+to) default to NCCL's for the protocol and dtype (:func:`.nccl_host.chunk_elements`,
+``16 / sizeof(T)``); given, they stand for a tuner's or NCCL_BUFFSIZE's
+chunk (``align`` then defaults to 1 unless ``16 / sizeof(T)`` divides ``chunk``).
 
 >>> s = generate_ring("allreduce", 4, channels=1, chunk=1, count=6)
 >>> s.chunks, len(s.steps), [s.steps[0].name, s.steps[6].name]
@@ -52,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import indexing as ix
+from . import nccl_host as host
 from ..layout import ScheduleError
 from ..program import Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
@@ -60,10 +69,10 @@ ALGORITHM = "nccl-ring"
 #: NCCL's MAXCHANNELS (src/include/device.h).
 MAX_CHANNELS = 64
 MAX_CELLS = 1 << 22
-DEFAULTS = {"channels": 2, "chunk": 2, "align": 1}
+DEFAULTS = {"channels": 2}
 #: Default ``count`` (elements; per rank for reduce-scatter and all-gather):
-#: small, and giving partial loops and empty chunks at many N.
-DEFAULT_COUNT = {"allreduce": 12, "broadcast": 12, "reduce": 12, "reduce_scatter": 5, "allgather": 5}
+#: small (one loop, one channel in NCCL), with short and empty all-reduce chunks at many N.
+DEFAULT_COUNT = {"allreduce": 12, "broadcast": 12, "reduce": 12, "reduce_scatter": 4, "allgather": 4}
 
 
 def _is_z3(value) -> bool:
@@ -84,7 +93,12 @@ def _align_up(a, b):
 
 @dataclass(frozen=True)
 class Layout:
-    """Channels, parts and rings: concrete ints (the options), used on numpy or Z3 indices."""
+    """Channels, parts and rings: concrete options, used on numpy or Z3 indices.
+
+    The channel parts are NCCL's host split (:func:`.nccl_host.split_terms`,
+    of N for reduce-scatter and all-gather), or ``equal`` elements on every
+    channel (:func:`one_loop_program`'s instance, ``equal`` a function of N),
+    or ``equal`` the list of parts itself."""
 
     collective: str
     count: int
@@ -93,31 +107,68 @@ class Layout:
     align: int
     rings: tuple[tuple[int, ...], ...] | None
     root: int
+    itemsize: int = 4
+    protocol: str = "simple"
+    equal: object = None
 
-    @property
-    def per(self):
-        """Elements in every channel part but the last: ``alignUp(divUp(count,
-        C), align)`` (an int; a Z3 term where ``count`` is one, as in
-        :func:`one_loop_program`'s proofs)."""
-        per = _align_up(_divup(self.count, self.channels), self.align)
-        return per if _is_z3(per) else int(per)
+    def parts(self, n) -> list:
+        """Elements of every channel, channel 0 first (0 where NCCL leaves it empty)."""
+        if self.equal is not None:
+            return [self.equal(n)] * self.channels if callable(self.equal) else list(self.equal)
+        return host.split_terms(self.collective, n, self.count, self.itemsize, self.protocol, self.channels)
 
-    def off(self, c):
-        return c * self.per
+    def _pick(self, values, c):
+        """``values[c]`` for c < C, on numpy or Z3 indices."""
+        if not (_is_z3(c) or any(_is_z3(v) for v in values)):
+            return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
+        result = ix.constant(0, c) if _is_z3(c) else 0
+        for h, value in enumerate(values):
+            result = ix.where(c == h, value, result)
+        return result
 
-    def part(self, c):
-        """Elements of channel c's part (0 for channels past the end)."""
-        rest = self.count - c * self.per
-        return ix.where(rest < self.per, ix.where(rest > 0, rest, 0), self.per)
+    def off(self, c, n):
+        """Where channel c's part starts in the vector."""
+        starts, total = [], 0
+        for part in self.parts(n):
+            starts.append(total)
+            total = total + part
+        return self._pick(starts, c)
+
+    def part(self, c, n):
+        """Elements of channel c's part."""
+        return self._pick(self.parts(n), c)
+
+    def width(self, n):
+        """Slots of one channel per step: the most elements one message carries,
+        ``min(chunk, alignUp(largest part, align))``, at least 1."""
+        most = self.most(n)
+        return ix.where(most < 1, 1, _min(self.chunk, _align_up(most, self.align)))
+
+    def most(self, n):
+        parts = self.parts(n)
+        most = parts[0]
+        for part in parts[1:]:
+            most = ix.where(part > most, part, most)
+        return most
+
+    def loops(self, n, per_loop):
+        """Loops of the largest channel part."""
+        return _divup(self.most(n), per_loop)
+
+    def index(self, c, r, n):
+        """Rank r's ring index on channel c: its distance from rank 0 along
+        the ring (NCCL 2.30 ``setupChannel``, src/init.cc), whatever rank
+        the ring list starts with."""
+        return ix.wrap(self.position(c, r, n) - self.position(c, 0 * r, n), n)
 
     def position(self, c, r, n):
-        """Rank r's index on channel c's ring."""
+        """Rank r's position in channel c's ring list."""
         if self.rings is None:
             return r
         return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
 
     def rank_at(self, c, i, n):
-        """The rank at index i of channel c's ring."""
+        """The rank at position i of channel c's ring list."""
         if self.rings is None:
             return i
         return self._lookup([list(ring) for ring in self.rings], c, i)
@@ -136,17 +187,15 @@ class Layout:
                 result = ix.where(ix.both(c == ch, k == i), int(table[ch, i]), result)
         return result
 
-    def loops(self, n, per_loop):
-        """Loops of the largest channel part (channel 0's)."""
-        return _divup(_min(self.per, self.count), per_loop)
 
 
 # -- the five transfer functions ---------------------------------------------------------------
 
 
-def _slot(layout: Layout, j):
-    c = ix.floordiv(j, layout.chunk)
-    return c, j - c * layout.chunk
+def _slot(layout: Layout, j, n):
+    width = layout.width(n)
+    c = ix.floordiv(j, width)
+    return c, j - c * width
 
 
 def _allreduce(layout: Layout):
@@ -157,14 +206,14 @@ def _allreduce(layout: Layout):
         per_loop = 2 * (n - 1)
         loop = ix.floordiv(s, per_loop)
         t = s - loop * per_loop
-        c, e = _slot(layout, j)
-        rem = layout.part(c) - loop * n * layout.chunk
+        c, e = _slot(layout, j, n)
+        rem = layout.part(c, n) - loop * n * layout.chunk
         chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
-        i = layout.position(c, r, n)
+        i = layout.index(c, r, n)
         reducing = t < n - 1
         k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
         nelem = _min(chunk_count, rem - k * chunk_count)
-        cell = layout.off(c) + loop * n * layout.chunk + k * chunk_count + e
+        cell = layout.off(c, n) + loop * n * layout.chunk + k * chunk_count + e
         return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
 
     def label(n, s):
@@ -185,11 +234,11 @@ def _block_ring(layout: Layout, reduce: bool):
     def transfer(n, s, r, j):
         loop = ix.floordiv(s, n - 1)
         t = s - loop * (n - 1)
-        c, e = _slot(layout, j)
-        rem = layout.part(c) - loop * layout.chunk
+        c, e = _slot(layout, j, n)
+        rem = layout.part(c, n) - loop * layout.chunk
         i = layout.position(c, r, n)
         block = layout.rank_at(c, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n), n)
-        cell = block * layout.count + layout.off(c) + loop * layout.chunk + e
+        cell = block * layout.count + layout.off(c, n) + loop * layout.chunk + e
         return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
 
     def label(n, s):
@@ -210,12 +259,12 @@ def _chain(layout: Layout, reduce: bool):
         return ix.where(n >= 2, layout.loops(n, layout.chunk) + n - 2, 0)
 
     def transfer(n, s, r, j):
-        c, e = _slot(layout, j)
+        c, e = _slot(layout, j, n)
         q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
         k = s - (q - 1) if reduce else s - q
         sends = q >= 1 if reduce else q <= n - 2
-        cell = layout.off(c) + k * layout.chunk + e
-        return Transfer(ix.both(sends, k >= 0, e < _min(layout.chunk, layout.part(c) - k * layout.chunk)), layout.next(c, r, n), cell, cell,
+        cell = layout.off(c, n) + k * layout.chunk + e
+        return Transfer(ix.both(sends, k >= 0, e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)), layout.next(c, r, n), cell, cell,
                         REDUCE if reduce else COPY)
 
     def label(n, s):
@@ -257,11 +306,21 @@ def _integer(name: str, value, low: int, high: int, algorithm: str = ALGORITHM) 
     return int(value)
 
 
-def layout_of(collective: str, channels=None, chunk=None, align=None, count=None, rings=None, root=0) -> Layout:
+def layout_of(collective: str, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None) -> Layout:
     """The checked options (ScheduleError naming the option otherwise)."""
     channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS)
-    align = _integer("align", DEFAULTS["align"] if align is None else align, 1, 1 << 10)
-    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS)
+    try:
+        itemsize = host.element_size(host.DEFAULT_DTYPE if dtype is None else dtype)
+        protocol = host.protocol_of(host.DEFAULT_PROTOCOL if protocol is None else protocol)
+    except ScheduleError as error:
+        raise ScheduleError(f"{ALGORITHM}: {error}") from None
+    nccl_align = host.align_elements(collective, itemsize)
+    if chunk is None:
+        chunk = host.chunk_elements(collective, itemsize, protocol)
+    chunk = _integer("chunk", chunk, 1, MAX_CELLS)
+    if align is None:
+        align = nccl_align if chunk % nccl_align == 0 else 1
+    align = _integer("align", align, 1, 1 << 10)
     if chunk % align:
         raise ScheduleError(f"{ALGORITHM}: option chunk ({chunk}) must be a multiple of align ({align})")
     count = _integer("count", DEFAULT_COUNT[collective] if count is None else count, 0, MAX_CELLS)
@@ -271,7 +330,7 @@ def layout_of(collective: str, channels=None, chunk=None, align=None, count=None
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in rings):
             rings = [rings]
         rings = tuple(tuple(ring) for ring in rings)
-    return Layout(collective, count, channels, chunk, align, rings, root)
+    return Layout(collective, count, channels, chunk, align, rings, root, itemsize, protocol)
 
 
 def ring_program(collective: str, **options) -> Program:
@@ -283,12 +342,25 @@ def ring_program(collective: str, **options) -> Program:
         return layout.count * n if collective in ("reduce_scatter", "allgather") else layout.count
 
     return Program(
-        ALGORITHM, collective, cells, steps, lambda n: layout.channels * layout.chunk, transfer, label,
+        ALGORITHM, collective, cells, steps, lambda n: layout.channels * layout.width(n), transfer, label,
         lambda: ring_program(collective, **options), capacity=_link_load,
         root=layout.root if collective in ("broadcast", "reduce") else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {layout.channels} channels, chunk {layout.chunk}, {layout.count} elements",
-        meta={"channels": layout.channels, "chunk": layout.chunk, "count": layout.count},
+        meta=_meta(layout),
     )
+
+
+def _meta(layout: Layout) -> dict:
+    return {"channels": layout.channels, "chunk": layout.chunk, "count": layout.count}
+
+
+def channel_table(collective: str, n: int, **options) -> list[dict]:
+    """One entry per channel NCCL uses: its ring (the list order given, or
+    0..N-1) and the elements it carries (per rank for reduce-scatter and
+    all-gather), as ``collspec export --format json`` writes them."""
+    layout = layout_of(collective, **options)
+    rings = layout.rings or (tuple(range(n)),)
+    return [{"ring": [int(v) for v in rings[c % len(rings)]], "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
 
 
 #: per collective, ``count`` in :func:`one_loop_program`: N elements, or 1 per rank
@@ -308,7 +380,8 @@ def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     count C N, one loop on each channel (``--full``'s channels row)."""
 
     def built(n):
-        return BUILDERS[collective](Layout(collective, channels * ONE_LOOP_COUNT[collective](n), channels, 1, 1, None, root))
+        per = ONE_LOOP_COUNT[collective]
+        return BUILDERS[collective](Layout(collective, channels * per(n), channels, 1, 1, None, root, equal=per))
 
     rooted = collective in ("broadcast", "reduce")
     return Program(
@@ -335,7 +408,9 @@ def generate_ring(collective: str, n: int, **options) -> Schedule:
     """The ``nccl-ring`` schedule of ``collective`` on n ranks."""
     made = ring_program(collective, **options)
     _check_for(layout_of(collective, **options), n)
-    return made.schedule(n)
+    schedule = made.schedule(n)
+    schedule.meta["channel_table"] = channel_table(collective, n, **options)
+    return schedule
 
 
 def generator(collective: str):
@@ -343,13 +418,13 @@ def generator(collective: str):
     named parameters (the command line reads them off the signature)."""
     if collective in ("broadcast", "reduce"):
 
-        def rooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, root=0) -> Schedule:
-            return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, root=root)
+        def rooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None) -> Schedule:
+            return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, root=root, dtype=dtype, protocol=protocol)
 
         return rooted
 
-    def unrooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None) -> Schedule:
-        return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings)
+    def unrooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, dtype=None, protocol=None) -> Schedule:
+        return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, dtype=dtype, protocol=protocol)
 
     return unrooted
 

@@ -15,8 +15,9 @@ rank per node.
 - Tree 1 (``ncclGetDtree``): the mirror of tree 0 (rank r has label
   N - 1 - r) for even N, tree 0 shifted by one (rank r has label r - 1 mod
   N) for odd N.
-- Channels: the vector is cut into contiguous channel parts as for
-  ``nccl-ring``; the first half of the channels run on tree 0, the rest on
+- Channels: the vector is cut into contiguous channel parts of
+  ``divUp(count, C)`` elements (the last one the rest; not NCCL's host
+  split, which ``nccl-ring`` models: see docs/nccl.md); the first half of the channels run on tree 0, the rest on
   tree 1 (``connectTrees`` in ``src/graph/connect.cc`` puts channel c and
   c + nChannels on the two trees). Each channel walks its part in chunks of
   ``chunk`` elements (the last one short).
@@ -114,6 +115,20 @@ def parents(n: int) -> list[list[int]]:
     return out
 
 
+def trees(n: int) -> list[dict]:
+    """Both trees over ranks: ``{"parent": [...], "children": [[...], ...]}``
+    (-1 for the root's parent; each rank's children in NCCL's down0, down1
+    order). Numpy over all ranks at once: N = 65536 in well under a second."""
+    ranks = np.arange(n, dtype=np.int64)
+    out = []
+    for tree in (0, 1):
+        x = to_label(ranks, n, tree)
+        parent = to_rank(ix.where(x == 0, -1, btree_parent(x, n)), n, tree)
+        kids = np.stack([to_rank(btree_child(x, n, w), n, tree) for w in (0, 1)], axis=1)
+        out.append({"parent": parent.tolist(), "children": [[int(k) for k in row if k >= 0] for row in kids.tolist()]})
+    return out
+
+
 def tree_facts(n: int) -> dict:
     """Check that both trees are spanning binary trees over the n ranks, with
     :func:`btree_child` and :func:`btree_parent` describing the same edges,
@@ -154,7 +169,7 @@ def tree_program(channels=None, chunk=None, count=None) -> Program:
     C, K = layout.channels, layout.chunk
 
     def steps(n):
-        rounds = ix.floordiv(min(layout.per, layout.count) + K - 1, K)
+        rounds = ix.floordiv(layout.most(n) + K - 1, K)
         return ix.where(n >= 2, rounds + 2 * root_level(n) - 1, 0)
 
     def transfer(n, s, r, j):
@@ -168,8 +183,8 @@ def tree_program(channels=None, chunk=None, count=None) -> Program:
         k = ix.where(up, s - level, s - 2 * root_level(n) + level)
         peer = ix.where(up, ix.where(x == 0, -1, btree_parent(x, n)), btree_child(x, n, role - 1))
         cell_in_part = k * K + e
-        active = ix.both(peer >= 0, k >= 0, cell_in_part < layout.part(c))
-        cell = layout.off(c) + cell_in_part
+        active = ix.both(peer >= 0, k >= 0, cell_in_part < layout.part(c, n))
+        cell = layout.off(c, n) + cell_in_part
         return Transfer(active, to_rank(peer, n, tree), cell, cell, ix.where(up, REDUCE, COPY))
 
     def label(n, s):
@@ -194,13 +209,17 @@ def layout_of(channels=None, chunk=None, count=None) -> Layout:
     channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS, ALGORITHM)
     chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS, ALGORITHM)
     count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
-    return Layout("allreduce", count, channels, chunk, 1, None, 0)
+    per = -(-count // channels)
+    parts = [max(0, min(per, count - c * per)) for c in range(channels)]
+    return Layout("allreduce", count, channels, chunk, 1, None, 0, equal=parts)
 
 
 def generate_tree(n: int, channels=None, chunk=None, count=None) -> Schedule:
     """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``."""
     schedule = tree_program(channels, chunk, count).schedule(n)
-    schedule.meta["trees"] = [{"parent": p} for p in parents(n)]
+    schedule.meta["trees"] = trees(n)
+    layout = layout_of(channels, chunk, count)
+    schedule.meta["channel_table"] = [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
     return schedule
 
 
