@@ -55,6 +55,8 @@ from .cases import Case
 BEAT = 0.5
 #: A rank whose heartbeat has not moved for this long is taken for dead.
 DEAD_AFTER = 10.0
+#: Past a deadline, the heartbeats are sampled this far apart to tell the dead from the stuck.
+SAMPLE = 6 * BEAT
 SETUP_TIMEOUT = runner.SETUP_TIMEOUT
 
 
@@ -142,9 +144,9 @@ class Rank:
         """Record ``outcome`` (the case that ended the job, or a set-up failure), the rest
         as not-run, write the reports and end the process. Runs once, from any thread."""
         with self.lock:
-            if self.ending:
-                return
-            self.ending = True
+            already, self.ending = self.ending, True
+        while already:  # another thread is ending the process, or the job finished: this one waits
+            time.sleep(1)
         try:
             self.state, self.ended = "aborted", reason
             if outcome is not None and outcome.case is None:
@@ -294,8 +296,8 @@ class Watchdog(threading.Thread):
         me, now = self.me, time.monotonic()
         counts = self._beats()
         stopped = []
-        if me.phase == "setup":
-            return  # a rank still importing torch does not beat yet; the set-up deadline covers it
+        if me.phase != "cases":
+            return  # a rank still importing torch does not beat yet (the set-up deadline covers it); a finished one stops
         for rank, count in counts.items():
             last, since = self.seen.get(rank, (None, now))
             if count != last:
@@ -312,9 +314,9 @@ class Watchdog(threading.Thread):
     def expire(self) -> None:
         me = self.me
         first = self._beats()
-        time.sleep(4 * BEAT)
+        time.sleep(SAMPLE)
         second = self._beats()
-        stopped = [r for r in range(me.world) if first[r] == second[r]]
+        stopped = [r for r in range(me.world) if first[r] == second[r] and r != me.rank]  # this thread is the one sampling
         self.post(self.diagnose(me.current, stopped=stopped, hang=True))
 
     def diagnose(self, index: int, stopped: list[int], hang: bool = False) -> dict:
@@ -339,7 +341,7 @@ class Watchdog(threading.Thread):
         if dead:
             return {"index": index, "kind": "crash", "ranks": dead, "waiting": [r for r in missing if r not in dead],
                     "message": f"{case.id}: rank(s) {', '.join(map(str, dead))} stopped (no heartbeat for "
-                               f"{DEAD_AFTER if not hang else 4 * BEAT:g} s: the process died or froze); unfinished: "
+                               f"{DEAD_AFTER if not hang else SAMPLE:g} s: the process died or froze); unfinished: "
                                f"rank(s) {', '.join(map(str, missing)) or 'none'}"}
         if raised:
             reason = finished[raised[0]]["reason"]
@@ -369,6 +371,26 @@ class Watchdog(threading.Thread):
         outcome = runner.Outcome(index if index is not None else 0, case, record["kind"], [violation])
         reason = f"the job ended at {'set-up' if case is None else case.id} ({record['kind']})"
         me.end(index, outcome, reason)
+
+
+class _Guarded:
+    """The job's store for the main thread: an error from it (rank 0, which serves it, is gone)
+    ends the job as the watchdog does."""
+
+    def __init__(self, store, on_lost):
+        self._store, self._on_lost = store, on_lost
+
+    def __getattr__(self, name):
+        method = getattr(self._store, name)
+
+        def call(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except RuntimeError as error:  # torch's DistNetworkError, DistStoreError
+                self._on_lost(error)
+                raise
+
+        return call
 
 
 def _verdict(data: dict, cases: list[Case]):
@@ -416,8 +438,10 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
         me.place = place
         _interfaces(address)
     store_factory = _client_factory(store, place)
+    watchdog = Watchdog(me, store_factory)
+    store = _Guarded(store, watchdog.lost)
     store.set(f"who/{me.rank}", json.dumps(me._me()))
-    Watchdog(me, store_factory).start()
+    watchdog.start()
     store.wait([f"who/{r}" for r in range(me.world)], timedelta(seconds=SETUP_TIMEOUT))
     me.table = {r: json.loads(store.get(f"who/{r}")) for r in range(me.world)}
     me.save()
@@ -431,7 +455,7 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
         kind = "nccl"
     import torch.distributed.distributed_c10d as c10d  # noqa: F401  (the PrefixStore lives in torch.distributed)
 
-    group_store = dist.PrefixStore("collspec/pg/", store)
+    group_store = dist.PrefixStore("collspec/pg/", store._store)
     dist.init_process_group(kind, store=group_store, rank=me.rank, world_size=me.world,
                             timeout=timedelta(seconds=SETUP_TIMEOUT + 2 * job.timeout))
     harness = dist.new_group(backend="gloo") if kind != "gloo" or job.timing else None
@@ -448,21 +472,20 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
         me.end(None, runner.Outcome(0, None, "crash", [where.annotate(violation, me.table)]), "the backend's constructor raised")
     me.phase = "cases"
     _cases(me, store, backend, harness, dist)
-    me.state = "finished"
+    with me.lock:  # from here on nothing the watchdog sees ends the job
+        me.ending, me.phase, me.state = True, "done", "finished"
     me.current = len(job.cases)
     me.deadline = float("inf")
     me.save()
-    store.set(f"bye/{me.rank}", "1")
+    store._store.set(f"bye/{me.rank}", "1")
     if me.rank == 0:
         result = me.finish_outputs()
         try:  # the store lives in this process: let the others read the last verdict first
-            store.wait([f"bye/{r}" for r in range(me.world)], timedelta(seconds=30))
+            store._store.wait([f"bye/{r}" for r in range(me.world)], timedelta(seconds=30))
         except RuntimeError:
             pass
     else:
         result = me.conformance()
-    with me.lock:
-        me.ending = True
     return result
 
 

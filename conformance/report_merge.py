@@ -142,7 +142,9 @@ def _died(partials: list[dict], table: dict, plan: list[Case], judged: dict) -> 
     dead: dict[int, list[int]] = {}
     for data in partials:
         if data["state"] == "running":
-            dead.setdefault(data["current"], []).append(data["rank"])
+            seen = [item["index"] for item in data["outcomes"] if item["case"] is not None]
+            at = max(seen) + 1 if seen else data["settings"].get("resumed_from", {}).get("case", 0)
+            dead.setdefault(at, []).append(data["rank"])
     for index, ranks in sorted(dead.items()):
         if index >= len(plan) or index in judged:
             continue
