@@ -88,6 +88,8 @@ def detect(env=None) -> str | None:
     """The launcher whose variables are set, or None."""
     env = os.environ if env is None else env
     for name, rank, *_ in SOURCES:
+        if name == "slurm" and not (env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")):
+            continue  # a batch script itself (one process) is no rank of a step: srun starts the ranks
         if env.get(rank, "").strip():
             return name
     return None

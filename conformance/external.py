@@ -451,7 +451,7 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
     if job.spec.device == "cuda":
         import torch
 
-        torch.cuda.set_device(place.local_rank)
+        torch.cuda.set_device(place.local_rank if torch.cuda.device_count() > 1 else 0)  # one GPU shown: that one
         kind = "nccl"
     import torch.distributed.distributed_c10d as c10d  # noqa: F401  (the PrefixStore lives in torch.distributed)
 

@@ -57,7 +57,7 @@ def run(args) -> int:
     if spec.device == "cuda":
         import torch
 
-        if torch.cuda.device_count() <= place.local_rank:
+        if torch.cuda.device_count() <= place.local_rank and torch.cuda.device_count() != 1:
             raise CollspecError(f"--device cuda: local rank {place.local_rank} on {place.host} has no GPU of its own "
                                 f"({torch.cuda.device_count()} visible)")
     mode = "quick" if args.quick else "full" if args.full else "default"
