@@ -118,8 +118,8 @@ def merge(partials: list[dict]) -> JobConformance:
             if outcome.case is None:
                 if not setup:
                     setup.append(outcome)
-            elif outcome.status != "not-run" and outcome.index not in judged:
-                judged[outcome.index] = outcome
+            elif outcome.status != "not-run" and (outcome.index not in judged or _signalled(judged[outcome.index])):
+                judged[outcome.index] = outcome  # a rank's own "ended by SIGTERM" yields to what another saw
     _died(partials, table, plan, judged)
     ended = next((p["ended"] for p in sorted(partials, key=lambda p: p["rank"]) if p.get("ended")), "")
     outcomes = setup + [judged.get(i) or runner.Outcome(i, case, "not-run", note=_not_run(ended))
@@ -146,15 +146,24 @@ def _died(partials: list[dict], table: dict, plan: list[Case], judged: dict) -> 
             at = max(seen) + 1 if seen else data["settings"].get("resumed_from", {}).get("case", 0)
             dead.setdefault(at, []).append(data["rank"])
     for index, ranks in sorted(dead.items()):
-        if index >= len(plan) or index in judged:
+        if index >= len(plan) or (index in judged and not _signalled(judged[index])):
             continue
         case = plan[index]
+        then = ""
+        if index in judged:  # the launcher ended the others when these died
+            ended = sorted({r for v in judged[index].violations for r in v.details.get("ranks", [])})
+            then = f"; then rank(s) {', '.join(map(str, ended))} were ended by {judged[index].violations[0].details.get('how')}"
         violation = Violation(
             "crash",
-            f"{case.id}: rank(s) {', '.join(map(str, ranks))} ended during this case without a record (killed or lost)",
+            f"{case.id}: rank(s) {', '.join(map(str, ranks))} ended during this case without a record (killed or lost){then}",
             details={**runner.case_details(case), "ranks": ranks, "how": "no record"},
         )
         judged[index] = runner.Outcome(index, case, "crash", [where.annotate(violation, table)])
+
+
+def _signalled(outcome: runner.Outcome) -> bool:
+    """Whether the outcome is only a rank's record of being ended by a signal."""
+    return bool(outcome.violations) and all(v.details.get("by") == "signal" for v in outcome.violations)
 
 
 def resume_point(path: str, plan: list[Case]) -> tuple[int, list[runner.Outcome], dict]:

@@ -2,8 +2,9 @@
 
 ``COLLSPEC_FAULT=KIND:RANK:CALL`` makes rank RANK, at its CALL-th
 all_reduce (from 1): ``kill`` itself (SIGKILL), ``hang`` (sleep), or
-``drop`` (contribute zeros from then on: a missing contribution on that
-rank's host). With ``COLLSPEC_FAULT_ONCE=PATH`` the fault happens in one
+``drop`` (contribute zeros from then on), or ``corrupt`` (every rank from
+RANK on adds 1 to its result of that call: a bad node when those ranks
+share a host). With ``COLLSPEC_FAULT_ONCE=PATH`` the fault happens in one
 job only: the rank creates PATH when it strikes, and a job that finds PATH
 behaves. Hosts are named by ``--host``-free means: the test reads them from
 the report.
@@ -40,3 +41,5 @@ class Faulty(Gloo):
         if mine and self.calls >= self.at and self.kind == "drop":
             tensor.zero_()
         super().all_reduce(tensor, op)
+        if self.kind == "corrupt" and self.rank >= self.fault_rank and self.calls == self.at:
+            tensor.add_(1)
