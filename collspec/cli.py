@@ -27,6 +27,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("conform", "check a real implementation (gloo, MPI, NCCL, your own class) against the spec"),
     ("bench", "algorithm and bus bandwidth of a backend, as nccl-tests computes them"),
     ("export", "write a built-in algorithm as an MSCCL XML program"),
+    ("report", "merge the partial reports of a conformance job's ranks (conform --launcher external)"),
 ]
 
 

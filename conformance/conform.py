@@ -145,18 +145,7 @@ def conform(
         groups = [({**variables, **NCCL_BITS_VARIABLES}, cases) for variables, cases in groups]
     on_start(sum(len(cases) for _, cases in groups))
     launcher = launcher or spec.launcher
-    name = spec.library or (spec.text if spec.text in resolve.BUILTIN else spec.target)
-
-    def marked(outcome: runner.Outcome) -> runner.Outcome:
-        violations = findings.mark(name, outcome.violations, strict)
-        algorithm = outcome.case.algorithm if outcome.case is not None else None
-        if algorithm is not None:  # every violation of a case names its algorithm (the checks do not know it)
-            violations = [v if "algorithm" in v.details else replace(v, details={**v.details, "algorithm": algorithm})
-                          for v in violations]
-        status = outcome.status
-        if status == "fail" and not any(v.is_error for v in violations):
-            status = "finding"
-        return replace(outcome, violations=violations, status=status)
+    marked = marker(spec, strict)
 
     outcomes: list[runner.Outcome] = []
     results: list[runner.Result] = []
@@ -183,6 +172,26 @@ def conform(
     if spec.library is not None:
         settings.update(library=mpi_libs.version(spec.library), algorithms=algorithms or [mpi_libs.DEFAULT])
     return Conformance(spec, world_size, mode, outcomes, result, settings)
+
+
+def marker(spec, strict: bool) -> Callable[[runner.Outcome], runner.Outcome]:
+    """What every judged outcome goes through: known findings of built-in
+    backends marked (a failure made only of them is a ``finding``), and every
+    violation of a case naming its forced algorithm."""
+    name = spec.library or (spec.text if spec.text in resolve.BUILTIN else spec.target)
+
+    def marked(outcome: runner.Outcome) -> runner.Outcome:
+        violations = findings.mark(name, outcome.violations, strict)
+        algorithm = outcome.case.algorithm if outcome.case is not None else None
+        if algorithm is not None:  # every violation of a case names its algorithm (the checks do not know it)
+            violations = [v if "algorithm" in v.details else replace(v, details={**v.details, "algorithm": algorithm})
+                          for v in violations]
+        status = outcome.status
+        if status == "fail" and not any(v.is_error for v in violations):
+            status = "finding"
+        return replace(outcome, violations=violations, status=status)
+
+    return marked
 
 
 #: what makes NCCL run the layout of collspec.models.bits: its ring, the simple protocol, one channel

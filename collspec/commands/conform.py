@@ -19,7 +19,7 @@ def configure(parser):
                              "addition order; for nccl with NCCL_ALGO=Ring NCCL_PROTO=Simple and one channel, or impl's nccl-ring)")
     parser.add_argument("--list-algorithms", action="store_true",
                         help="MPI backends: print the library's algorithms per collective and exit")
-    parser.add_argument("--world-size", type=int, default=4, metavar="N")
+    parser.add_argument("--world-size", type=int, metavar="N", help="ranks (default 4; under --launcher external: the launcher's)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="a representative subset (about a minute)")
     mode.add_argument("--full", action="store_true", help="every case, sizes up to 2**24")
@@ -32,12 +32,16 @@ def configure(parser):
     parser.add_argument("--dtype", metavar="T[,T...]", help="only these dtypes")
     parser.add_argument("--op", metavar="OP[,OP...]", help="only these ops")
     parser.add_argument("--sizes", metavar="N[,N...]", help="element counts instead of the standard ones (4K = 4096)")
-    parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun"],
-                        help="how ranks start (default: local; mpiexec for --backend mpi)")
+    parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun", "external"],
+                        help="how ranks start (default: local; mpiexec for --backend mpi; external when started by srun, "
+                             "mpirun or torchrun: this process is one rank of that job)")
     parser.add_argument("--launcher-args", default="", metavar="ARGS", help="extra options for mpiexec or torchrun")
     parser.add_argument("--strict", action="store_true", help="treat known findings of built-in backends as failures")
     parser.add_argument("--device", choices=["cpu", "cuda"],
                         help="cpu: gloo process group, CPU tensors; cuda: nccl, one GPU per rank (default: cpu, cuda for nccl)")
+    from . import conform_job
+
+    conform_job.configure(parser)
 
 
 def _split(text):
@@ -51,7 +55,7 @@ def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outco
 
     mode = "quick" if args.quick else "full" if args.full else "default"
     return conform(
-        args.backend, args.world_size, mode, args.timeout, args.repeat, args.seed, args.launcher,
+        args.backend, args.world_size or 4, mode, args.timeout, args.repeat, args.seed, args.launcher,
         shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
         parse_counts(args.sizes), args.strict, args.device, algorithms=_split(args.algorithm), expect=getattr(args, "expect", None),
         on_start=on_start, on_outcome=on_outcome,
@@ -84,14 +88,18 @@ def run(args) -> int:
     from ..conformance.junit import write
     from ..conformance.output import Progress, print_summary
 
+    from . import conform_job
+
     if args.list_algorithms:
         return list_algorithms(args)
+    if conform_job.external(args):
+        return conform_job.run(args)
     stream = sys.stderr if args.json == "-" else sys.stdout
     progress = Progress(stream)
 
     def started(total: int) -> None:
         mode = "quick" if args.quick else "full" if args.full else "default"
-        print(f"collspec conform {args.backend}: {total} cases on {args.world_size} ranks ({mode})", file=stream, flush=True)
+        print(f"collspec conform {args.backend}: {total} cases on {args.world_size or 4} ranks ({mode})", file=stream, flush=True)
         progress.start(total)
 
     result = conform_from_args(args, started, progress)
