@@ -100,7 +100,7 @@ class Footprint:
     def observe(self, pids) -> None:
         """Record the new entries of /dev/shm that the processes ``pids`` map or hold open."""
         for pid in pids:
-            for path in _touched(pid):
+            for path in touched(pid):
                 name = os.path.relpath(path, SHM).split(os.sep, 1)[0]
                 if name in (os.curdir, os.pardir, self._mine) or name in self.owned:
                     continue
@@ -138,7 +138,7 @@ class Footprint:
             self._inotify = None
 
 
-def _touched(pid: int) -> set[str]:
+def touched(pid: int) -> set[str]:
     """Paths below /dev/shm that process ``pid`` maps or holds open (not the deleted ones)."""
     found = set()
     prefix = SHM + os.sep

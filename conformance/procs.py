@@ -184,6 +184,10 @@ class Run:
         """A process the run started, in a session of its own."""
         self.roots.add(pid)
 
+    def release(self, pid: int) -> None:
+        """A process the run started has been ended and reaped: its id may be reused by another."""
+        self.roots.discard(pid)
+
     def members(self) -> set[int]:
         """Every live process of the run (see the module text)."""
         processes = table()

@@ -163,6 +163,7 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
                     started.settle(wait_first=failed != "hang")
                     owned.end()
                     started.stop()
+                    owned.release(started.process.pid)
                     _catch_signals()
                 if not failed:
                     break
