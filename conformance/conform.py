@@ -130,6 +130,10 @@ def conform(
 
     ``expect="bits:ALGO"`` also compares every rank's result bit for bit
     with the bit-exact model of ALGO (:mod:`collspec.models.bits`).
+
+    SIGINT, SIGTERM or SIGHUP ends the run cleanly (:func:`.runner.run`): the
+    result holds the cases judged before it, the others ``not-run``, and
+    ``result.result.interrupted`` names the signal.
     """
     spec = resolve.parse(backend, device)
     _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops)
@@ -158,6 +162,11 @@ def conform(
             mine.append(outcome)
             on_outcome(outcome)
 
+        if results and results[-1].interrupted:  # a signal ended the run: the starts left do not run
+            note = f"not run: the run was ended by {results[-1].interrupted}"
+            outcomes += [marked(runner.Outcome(offset + i, case, "not-run", note=note)) for i, case in enumerate(cases)]
+            offset += len(cases)
+            continue
         settings = runner.Settings(spec, world_size, cases, timeout, launcher, list(launcher_args or []), variables=variables, expect_bits=expect_bits)
         results.append(runner.run(settings, record))
         outcomes += _ignored(spec, _init_aborted(spec, mine, results[-1].output), results[-1].output)
@@ -165,7 +174,7 @@ def conform(
     outcomes = _reproducible(outcomes)
     outcomes.sort(key=lambda o: (o.index, o.case is not None))
     result = runner.Result(outcomes, sum(r.restarts for r in results), all(r.loopback_only for r in results),
-                           sum(r.seconds for r in results))
+                           sum(r.seconds for r in results), interrupted=next((r.interrupted for r in results if r.interrupted), None))
     settings = {"mode": mode, "launcher": launcher, "seed": seed, "repeat": repeat, "timeout": timeout}
     if expect_bits:
         settings["expect"] = f"bits:{expect_bits}"

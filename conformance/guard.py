@@ -6,7 +6,9 @@ variables (torch's ``RANK``/``WORLD_SIZE``, Open MPI's ``OMPI_COMM_WORLD_*``,
 MPICH's ``PMI_*``), runs the rank process with the torch variables set, sends
 its output to ``LAUNCH_DIR/rank<r>.log``, forwards SIGTERM and SIGINT, and
 writes an ``exit`` event with the child's exit code or signal. So a dead rank
-is named with its signal under every launcher, not only the local one.
+is named with its signal under every launcher, not only the local one. Like
+the zygote it is a child subreaper and ends what the rank left behind before
+it exits (:func:`.procs.end_orphans`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import subprocess
 import sys
 
 from . import events
-from .procs import die_with_parent
+from .procs import become_subreaper, die_with_parent, end_orphans
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -37,6 +39,7 @@ def main(argv: list[str]) -> int:
     plan, launch_dir, start = argv
     rank, world = int(_first(RANK_VARIABLES)), int(_first(SIZE_VARIABLES))
     die_with_parent()
+    become_subreaper()
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=_first(LOCAL_VARIABLES, str(rank)))
     # hydra (MPICH, Intel MPI) hands each rank its PMI connection as an open descriptor
     inherited = tuple(int(os.environ[name]) for name in ("COLLSPEC_STORE_FD", "PMI_FD") if os.environ.get(name, "").isdigit())
@@ -51,7 +54,9 @@ def main(argv: list[str]) -> int:
         )
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda received, _frame: child.send_signal(received))
-    return events.record_exit(launch_dir, rank, child.wait())
+    code = events.record_exit(launch_dir, rank, child.wait())
+    end_orphans()
+    return code
 
 
 if __name__ == "__main__":

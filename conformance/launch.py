@@ -50,6 +50,7 @@ class Launch:
     run_id: str
     loopback_only: bool
     log: IO[bytes]
+    launcher: str = "local"
 
     def gone(self) -> dict[int, str]:
         """{-1: how} once the launcher process has ended, else {}."""
@@ -58,6 +59,27 @@ class Launch:
             return {}
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         return {-1: f"the launcher ended ({how})"}
+
+    def settle(self, wait_first: bool, patience: float = 5.0) -> None:
+        """Let an MPI or torchrun launcher end on its own, removing its own files
+        (MPICH's hydra unlinks /tmp/hydra_hwloc_xmlfile_* only then): when
+        ``wait_first`` (the ranks finished or one died, which ends an MPI job)
+        up to ``patience`` s, then after SIGTERM up to ``patience`` s more.
+        The local launcher leaves nothing of its own: it is not waited for."""
+        if self.launcher == "local":
+            return
+        for number in ((None,) if wait_first else ()) + (signal.SIGTERM,):
+            if self.process.poll() is not None:
+                return
+            if number is not None:
+                try:
+                    self.process.send_signal(number)
+                except ProcessLookupError:
+                    return
+            try:
+                self.process.wait(timeout=patience)
+            except subprocess.TimeoutExpired:
+                continue
 
     def stop(self) -> None:
         """End every process of the run and reap the launcher."""
@@ -122,7 +144,7 @@ def start(launcher: str, plan_path: str, launch_dir: str, world: int, first_case
     if isolated:
         command = netns.wrap(command)
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    return Launch(process, run_id, loopback_only=isolated, log=log)
+    return Launch(process, run_id, loopback_only=isolated, log=log, launcher=launcher)
 
 
 def _local(plan_path, launch_dir, world, first_case, run_id, env, log) -> Launch:

@@ -60,7 +60,7 @@ class ConformanceItem(pytest.Item):
             args = parser.parse_args(["--backend", self.backend, *shlex.split(self.options)])
         except (argparse.ArgumentError, SystemExit) as error:
             raise pytest.UsageError(f"--collspec-options {self.options!r}: {error}") from None
-        result = command.conform_from_args(args)
+        result = _stop_if_interrupted(command.conform_from_args(args))
         if not result.ok:
             raise ConformanceFailed(_failure_text(result))
 
@@ -80,6 +80,13 @@ def pytest_collection_modifyitems(session, config, items):
                                                  options=config.getoption("collspec_options")))
 
 
+def _stop_if_interrupted(result):
+    """A run a signal ended (cleanly) stops the test session as Ctrl-C does."""
+    if result.result.interrupted:
+        raise KeyboardInterrupt(f"collspec conform ended by {result.result.interrupted}")
+    return result
+
+
 @pytest.fixture
 def collspec_conform(request):
     """Run conformance on a backend; fail the test if any check fails. See the module text."""
@@ -89,7 +96,7 @@ def collspec_conform(request):
         backend = backend or request.config.getoption("collspec_backend")
         if not backend:
             pytest.fail("collspec_conform: name a backend or pass --collspec-backend", pytrace=False)
-        result = conform(backend, **options)
+        result = _stop_if_interrupted(conform(backend, **options))
         if not result.ok:
             pytest.fail(_failure_text(result), pytrace=False)
         return result

@@ -7,8 +7,9 @@ every rank has finished it, so checking overlaps running.
 A case every rank finished is judged and the run goes on, with no restart:
 
 - a rank whose backend raised (anything but NotImplementedError and
-  TypeError) fails the case as a ``crash`` naming the exception and every
-  rank that raised it; the others' buffers are not judged;
+  TypeError) fails the case as a ``crash`` naming every rank that raised,
+  each with its own exception (``details["errors"]``); the others' buffers
+  are not judged;
 - ``unsupported`` on any rank makes the case ``unsupported``;
 - ``n/a``: unequal blocks for a class without the ``_v`` method (the same
   on every rank): not applicable to this backend, neither a pass nor a
@@ -20,7 +21,8 @@ finished on every rank (after set-up for the first). Past it the case is a
 ``hang`` naming the ranks that did not finish, or, when some rank raised
 (its peers then wait in the collective for it), a ``crash`` naming the
 ranks that raised and the ones left waiting. A rank that dies is a
-``crash`` naming it and its exit code or signal. Only after a hang or a
+``crash`` naming it and its exit code or signal; a rank that exits before
+its cases are done dies, whatever its exit code (0 included). Only after a hang or a
 death, every process of the run is killed (:mod:`.procs`) and the ranks are
 started afresh from the next case. A death costs seconds and each restart
 moves past the case that died, so after a crash the ranks are always
@@ -31,6 +33,11 @@ outcome's ``note``. A failure during set-up (the backend cannot be loaded, its
 constructor raises, a rank never gets ready) ends the run: loading errors are
 bad input (exit 2), the others a ``crash`` or ``hang`` with every case
 ``not-run``.
+
+Whatever ends a start of the ranks (its end, a crash, a hang, a signal),
+every process of the run is killed (:class:`.procs.Run`) and whatever its
+processes left in shared memory is removed (:mod:`.footprint`) before the
+run returns.
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,7 +58,7 @@ import numpy as np
 
 from ..spec import Violation, as_dtype
 from ..spec.errors import CollspecError
-from . import events, launch
+from . import events, footprint, launch, procs
 from .buffers import layout_of
 from .cases import Case
 from .checks import judge, judge_bits
@@ -97,6 +106,7 @@ class Result:
     loopback_only: bool
     seconds: float
     output: str = ""  # what the launcher and the ranks printed (the start of each log)
+    interrupted: str | None = None  # the signal that ended the run (SIGTERM, ...), None when it ran to its end
 
 
 class _SetupFailed(Exception):
@@ -106,11 +116,20 @@ class _SetupFailed(Exception):
 
 
 def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outcome: None) -> Result:
-    """Run every case of ``settings`` and return one outcome per case, in order."""
+    """Run every case of ``settings`` and return one outcome per case, in order.
+
+    SIGINT, SIGTERM and SIGHUP (Ctrl-C, ``timeout``, a job scheduler, a closed
+    terminal) end the run as its end does: every process of the run killed,
+    everything it left in /dev/shm removed, the cases not judged yet
+    ``not-run`` with the signal in their note, and :attr:`Result.interrupted`
+    naming it (only where this runs in the main thread; elsewhere the
+    signals keep their handlers).
+    """
     if settings.world < 1:
         raise CollspecError(f"--world-size {settings.world}: needs at least 1 rank")
     began, run_id = time.monotonic(), uuid.uuid4().hex
     run_dir = tempfile.mkdtemp(prefix="collspec-conform-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    os.mkdir(os.path.join(run_dir, "tmp"))
     outcomes: list[Outcome] = []
 
     def record(outcome: Outcome) -> None:
@@ -118,39 +137,108 @@ def run(settings: Settings, on_outcome: Callable[[Outcome], None] = lambda outco
         on_outcome(outcome)
 
     restarts, hangs, loopback_only, position = 0, 0, True, 0
-    stopped = ""
+    stopped, interrupted = "", None
+    owned, seen = procs.Run(run_id), footprint.Footprint(run_dir)
+    variables = {**footprint.variables(os.path.join(run_dir, "tmp"), settings.backend.library), **settings.variables}
+    previous = _catch_signals()
     try:
-        plan_path = _write_plan(run_dir, settings)
-        while position < len(settings.cases):
-            launch_dir = os.path.join(run_dir, f"launch{restarts}")
-            os.mkdir(launch_dir)
-            started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id,
-                                   settings.launcher_args, settings.backend.library, settings.variables)
-            loopback_only = loopback_only and started.loopback_only
-            try:
-                position, failed = _watch(settings, started, launch_dir, position, record)
-            except _SetupFailed as failure:
-                record(Outcome(position, None, failure.violation.kind, [failure.violation]))
-                break
-            finally:
-                started.stop()
-            if not failed:
-                break
-            hangs += failed == "hang"
-            if hangs > MAX_RESTARTS:
-                stopped = f"not run: the ranks hung {hangs} times, the limit of restarts after a hang ({MAX_RESTARTS})"
-                break
-            restarts += 1
+        with owned:
+            plan_path = _write_plan(run_dir, settings)
+            while position < len(settings.cases):
+                launch_dir = os.path.join(run_dir, f"launch{restarts}")
+                os.mkdir(launch_dir)
+                started = launch.start(settings.launcher, plan_path, launch_dir, settings.world, position, run_id,
+                                       settings.launcher_args, settings.backend.library, variables)
+                owned.add(started.process.pid)
+                loopback_only = loopback_only and started.loopback_only
+                failed = "hang"  # until _watch says otherwise (a set-up failure, a signal)
+                try:
+                    position, failed = _watch(settings, started, launch_dir, position, record, _Looking(owned, seen))
+                except _SetupFailed as failure:
+                    record(Outcome(position, None, failure.violation.kind, [failure.violation]))
+                    break
+                finally:
+                    _ignore_signals()  # a second signal must not cut the clean-up short
+                    seen.observe(owned.members())
+                    started.settle(wait_first=failed != "hang")
+                    owned.end()
+                    started.stop()
+                    owned.release(started.process.pid)
+                    _catch_signals()
+                if not failed:
+                    break
+                hangs += failed == "hang"
+                if hangs > MAX_RESTARTS:
+                    stopped = f"not run: the ranks hung {hangs} times, the limit of restarts after a hang ({MAX_RESTARTS})"
+                    break
+                restarts += 1
+    except Interrupted as signal_received:
+        interrupted = signal_received.name
+        stopped = f"not run: the run was ended by {interrupted}"
     finally:
+        _ignore_signals()
+        owned.end()
         kill_tagged(run_id)
+        seen.remove()
+        seen.close()
         output = _output(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
+        _restore_signals(previous)
     judged = {o.index for o in outcomes if o.case is not None}
     for index, case in enumerate(settings.cases):
         if index not in judged:
             record(Outcome(index, case, "not-run", note=stopped))
     return Result(sorted(outcomes, key=lambda o: (o.index, o.case is not None)), restarts, loopback_only,
-                  time.monotonic() - began, output)
+                  time.monotonic() - began, output, interrupted)
+
+
+class Interrupted(BaseException):
+    """A signal that ends the run (:data:`SIGNALS`), raised in the coordinator."""
+
+    def __init__(self, number: int):
+        super().__init__(signal.Signals(number).name)
+        self.name = signal.Signals(number).name
+
+
+#: The signals that end a run cleanly (Ctrl-C, ``timeout`` and job schedulers, a closed terminal).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise(number, _frame) -> None:
+    raise Interrupted(number)
+
+
+def _catch_signals() -> dict | None:
+    """Make :data:`SIGNALS` raise :class:`Interrupted`; returns the handlers they had (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {number: signal.signal(number, _raise) for number in SIGNALS}
+
+
+def _ignore_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for number in SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+
+
+def _restore_signals(previous: dict | None) -> None:
+    if previous is not None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+class _Looking:
+    """Which /dev/shm entries the run's processes use, looked at when an entry
+    appears, when a rank gets ready and every second (:mod:`.footprint`)."""
+
+    def __init__(self, owned: procs.Run, seen: footprint.Footprint):
+        self.owned, self.seen, self.last = owned, seen, 0.0
+
+    def __call__(self, pause: float, now: bool = False) -> None:
+        appeared = self.seen.wait(pause)
+        if now or appeared or time.monotonic() - self.last > 1.0:
+            self.seen.observe(self.owned.members())
+            self.last = time.monotonic()
 
 
 def _output(run_dir: str, limit: int = 16384) -> str:
@@ -181,8 +269,9 @@ def _write_plan(run_dir: str, settings: Settings) -> str:
     return path
 
 
-def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position: int, record) -> tuple[int, str]:
-    """Follow one start of the ranks until the cases run out or one fails.
+def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position: int, record, look) -> tuple[int, str]:
+    """Follow one start of the ranks until the cases run out or one fails;
+    ``look(pause, now)`` waits between polls (and looks at what the ranks use).
 
     Returns the index of the next case to run and the kind of the failure
     that stopped this start (``crash`` or ``hang``; "" when none did).
@@ -192,12 +281,14 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
     ready: set[int] = set()
     done: dict[int, dict[int, dict]] = {}
     exits: dict[int, dict] = {}
+    finished: set[int] = set()
     current = position
     deadline = time.monotonic() + SETUP_TIMEOUT
     pause = 0.001
     while True:
         gone = started.gone()  # before reading, so that a clean exit's last events are read first
         news = reader.poll()
+        got_ready = False
         for rank, event in news:
             kind = event["e"]
             if kind == "fatal":
@@ -207,19 +298,22 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
                                              details={"ranks": [rank], "phase": "setup", "error": event["error"]}))
             if kind == "ready":
                 ready.add(rank)
+                got_ready = True
                 if len(ready) == world:
                     deadline = time.monotonic() + settings.timeout
             elif kind == "done":
                 done.setdefault(event["case"], {})[rank] = event
             elif kind == "exit":
                 exits[rank] = event
+            elif kind == "finished":
+                finished.add(rank)
         while current < len(cases) and len(done.get(current, {})) == world:
             record(_complete(settings, launch_dir, current, done.pop(current)))
             current += 1
             deadline = time.monotonic() + settings.timeout
         if current >= len(cases):
             return current, ""
-        dead = _dead(exits, gone)
+        dead = _dead(exits, gone, finished)
         if dead:
             violation = _crash(settings, launch_dir, current, dead, done.get(current, {}), phase="setup" if len(ready) < world else None)
             if len(ready) < world:
@@ -235,17 +329,28 @@ def _watch(settings: Settings, started: launch.Launch, launch_dir: str, position
             record(Outcome(current, cases[current], violation.kind, [violation]))
             return current + 1, "hang"
         pause = 0.001 if news else min(pause * 2, 0.02)
-        time.sleep(pause)
+        look(pause, got_ready)
 
 
-def _dead(exits: dict[int, dict], gone: dict[int, str]) -> dict[int, str]:
-    """Ranks that ended abnormally, first to die first, with how."""
+def _dead(exits: dict[int, dict], gone: dict[int, str], finished: set[int] = frozenset()) -> dict[int, str]:
+    """Ranks that ended abnormally, first to die first, with how: by a signal,
+    with an exit code other than 0, or with any exit code before their cases
+    were done (a ``finished`` event).
+
+    >>> _dead({1: {"t": 2.0, "signal": None, "code": 0}, 0: {"t": 3.0, "signal": None, "code": 1}}, {})
+    {1: 'exit code 0 before its cases were done', 0: 'exit code 1'}
+    >>> _dead({0: {"t": 1.0, "signal": None, "code": 0}}, {}, finished={0})
+    {}
+    """
     ordered = sorted(exits.items(), key=lambda item: item[1]["t"])
-    dead = {
-        rank: f"signal {event['signal']}" if event["signal"] else f"exit code {event['code']}"
-        for rank, event in ordered
-        if event["signal"] or event["code"] != 0
-    }
+    dead = {}
+    for rank, event in ordered:
+        if event["signal"]:
+            dead[rank] = f"signal {event['signal']}"
+        elif event["code"] != 0:
+            dead[rank] = f"exit code {event['code']}"
+        elif rank not in finished:
+            dead[rank] = "exit code 0 before its cases were done"
     for rank, how in gone.items():
         if rank not in exits:
             dead.setdefault(rank, how)
@@ -318,9 +423,10 @@ def _hang(settings: Settings, index: int, finished: dict) -> Violation:
         reason = finished[raised[0]]["reason"]
         return Violation(
             "crash",
-            f"{case.id}: rank(s) {_list(raised)} raised {reason}; rank(s) {_list(missing)} did not finish within "
+            f"{case.id}: {_each(finished, raised, 'raised')}; rank(s) {_list(missing)} did not finish within "
             f"{settings.timeout:g} s (waiting in the collective for them)",
-            details={**case_details(case), "ranks": raised, "reason": reason, "waiting": missing, "timeout": settings.timeout},
+            details={**case_details(case), "ranks": raised, "reason": reason, "errors": _errors(finished, raised),
+                     "waiting": missing, "timeout": settings.timeout},
         )
     return Violation(
         "hang",
@@ -328,6 +434,23 @@ def _hang(settings: Settings, index: int, finished: dict) -> Violation:
         + (f" (rank(s) {_list(sorted(finished))} did)" if finished else ""),
         details={**case_details(case), "ranks": missing, "timeout": settings.timeout},
     )
+
+
+def _errors(dones: dict[int, dict], ranks: list[int]) -> dict[int, str]:
+    """{rank: its own reason} for ``ranks``."""
+    return {rank: dones[rank]["reason"] for rank in ranks}
+
+
+def _each(dones: dict[int, dict], ranks: list[int], verb: str) -> str:
+    """Each rank with its own error; ranks with the same one together, in rank order.
+
+    >>> _each({0: {"reason": "ValueError: x"}, 1: {"reason": "OSError: reset"}, 3: {"reason": "OSError: reset"}}, [0, 1, 3], "raised")
+    'rank(s) 0 raised ValueError: x; rank(s) 1, 3 raised OSError: reset'
+    """
+    grouped: dict[str, list[int]] = {}
+    for rank in ranks:
+        grouped.setdefault(dones[rank]["reason"], []).append(rank)
+    return "; ".join(f"rank(s) {_list(same)} {verb} {reason}" for reason, same in grouped.items())
 
 
 def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, dict]) -> Outcome:
@@ -341,9 +464,9 @@ def _complete(settings: Settings, launch_dir: str, index: int, dones: dict[int, 
             verb = "raised" if status == "error" else "does not support it:"
             violation = Violation(
                 kind,
-                f"{case.id}: rank(s) {_list(ranks)} {verb} {reason}",
+                f"{case.id}: {_each(dones, ranks, verb)}",
                 severity="error" if status == "error" else "warning",
-                details={**case_details(case), "ranks": ranks, "reason": reason},
+                details={**case_details(case), "ranks": ranks, "reason": reason, "errors": _errors(dones, ranks)},
             )
             return Outcome(index, case, kind, [violation])
     if any(event["status"] == "n/a" for event in dones.values()):

@@ -7,7 +7,10 @@ the harness once, before any thread or process group exists, then forks one
 child per rank. Each child sets ``RANK``, sends its output to
 ``LAUNCH_DIR/rank<r>.log`` and runs :func:`collspec.conformance.rank.main`;
 the zygote waits for them and writes each one's ``exit`` event, as
-:mod:`.guard` does for the other launchers.
+:mod:`.guard` does for the other launchers. It is a child subreaper: what a
+rank started and left behind (a helper that scrubbed its environment and
+started a session of its own) becomes its child, and is ended before it
+exits (:func:`.procs.end_orphans`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 import torch.distributed  # noqa: F401  - the point: imported once, before the fork
 
 from . import events, rank
-from .procs import die_with_parent
+from .procs import become_subreaper, die_with_parent, end_orphans
 
 
 def _child(number: int, argv: list[str], launch_dir: str) -> None:
@@ -46,6 +49,7 @@ def _child(number: int, argv: list[str], launch_dir: str) -> None:
 def main(argv: list[str]) -> int:
     plan, launch_dir, start, world = argv
     die_with_parent()
+    become_subreaper()
     children = {}
     for number in range(int(world)):
         pid = os.fork()
@@ -58,6 +62,7 @@ def main(argv: list[str]) -> int:
         if pid in children:
             code = events.record_exit(launch_dir, children.pop(pid), os.waitstatus_to_exitcode(status))
             worst = worst or code
+    end_orphans()
     return worst
 
 

@@ -168,3 +168,49 @@ def test_a_rank_that_raises_while_its_peers_wait_is_a_crash_and_they_restart(tmp
     assert violation.message == ("allreduce/int32/sum/n=5/inplace/tally/seed=0: rank(s) 1 raised RuntimeError: ring buffer exhausted; "
                                  "rank(s) 0, 2, 3 did not finish within 3 s (waiting in the collective for them)")
     assert result.result.restarts == 1  # the waiting ranks hang: only they need the restart
+
+
+def run2(target: str, sizes=(5,), **options):
+    """Two ranks, float32 sum all-reduce: enough for the faults below."""
+    return conform(str(ZOO / target), 2, "default", collectives=["allreduce"], dtypes=["float32"], ops=["sum"],
+                   sizes=list(sizes), **options)
+
+
+def test_a_rank_that_exits_with_status_0_in_the_middle_of_a_call_is_named():
+    result = run2("exits_quietly.py:ExitsQuietly", timeout=30)
+    assert [o.status for o in result.outcomes] == ["crash", "crash"]  # restarted, and it does it again
+    for violation in result.violations:
+        assert violation.kind == "crash" and violation.details["ranks"] == [1]
+        assert violation.details["how"] == "exit code 0 before its cases were done"
+        assert violation.message.startswith("rank 1 died (exit code 0 before its cases were done) during allreduce/float32/sum/n=5/")
+
+
+def test_each_rank_that_raised_is_reported_with_its_own_error():
+    result = run2("raises_differently.py:RaisesDifferently")
+    assert [o.status for o in result.outcomes] == ["crash", "crash"]
+    violation = result.violations[0]
+    assert violation.details["ranks"] == [0, 1]
+    assert violation.details["errors"] == {0: "ValueError: buffer of 5 elements is not 16-byte aligned",
+                                           1: "ConnectionError: rank 1: link to rank 0 is down"}
+    assert violation.message == ("allreduce/float32/sum/n=5/inplace/tally/seed=0: rank(s) 0 raised ValueError: buffer of 5 "
+                                 "elements is not 16-byte aligned; rank(s) 1 raised ConnectionError: rank 1: link to rank 0 is down")
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is still a zoo backend's sleeping helper (not a zombie, not a reused id)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"time.sleep(600)" in handle.read()
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_helper_that_scrubbed_its_environment_and_left_the_session_does_not_outlive_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLLSPEC_ZOO_PIDS", str(tmp_path))
+    result = run2("escapes_session.py:EscapesSession")
+    assert [o.status for o in result.outcomes] == ["pass", "pass"]
+    helpers = [int((tmp_path / f"helper.{rank}").read_text()) for rank in (0, 1)]
+    assert [pid for pid in helpers if alive(pid)] == []

@@ -23,7 +23,7 @@ import pytest
 
 from collspec.conformance import mpi_libs
 from collspec.conformance.conform import conform
-from conformance_support import leftover_processes
+from conformance_support import left_behind, leftover_processes, shared_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
@@ -36,6 +36,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 def record() -> dict:
     """docs/mpi_results.json, the record of the whole sweep (read when a test needs it)."""
     return json.loads((ROOT / "docs" / "mpi_results.json").read_text())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_in_shared_memory():
+    """The module's MPI runs, crashing algorithms and aborted MPI_Inits included, leave
+    nothing in /dev/shm and no MPI library file in the temporary folder."""
+    before = shared_entries()
+    yield
+    assert left_behind(before) == []
 
 
 @pytest.fixture(autouse=True)

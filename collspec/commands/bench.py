@@ -53,4 +53,6 @@ def run(args) -> int:
                      "seconds": round(result.seconds, 2)})
     if args.json:
         write_json(report.to_json(), args.json)
-    return 0 if rows and len(rows) == len(sizes) and report.ok else 1
+    from .conform import _ended_by
+
+    return _ended_by(result.interrupted, "bench") or (0 if rows and len(rows) == len(sizes) and report.ok else 1)

@@ -107,4 +107,15 @@ def run(args) -> int:
     print_summary(result, stream)
     if args.junit:
         write(result, args.junit)
-    return emit(result.report(), args, quiet=True)
+    code = emit(result.report(), args, quiet=True)
+    return _ended_by(result.result.interrupted, "conform") or code
+
+
+def _ended_by(name, command: str) -> int:
+    """128 + the signal that ended the run (as a shell reports it), after saying so; 0 if none did."""
+    if not name:
+        return 0
+    import signal
+
+    print(f"collspec {command}: ended by {name}; the report holds the cases finished before it", file=sys.stderr)
+    return 128 + signal.Signals[name]
