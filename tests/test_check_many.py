@@ -155,3 +155,23 @@ def test_prove_schedule_takes_several_files(tree, capsys):
         ("good/ring4.json", 0, "proved"), ("broken.json", 1, "FAILED"), ("malformed.json", 2, None)]
     assert main(["prove", "--schedule", "good"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "prove: 2 files: 2 ok"
+
+
+def test_a_worker_that_dies_is_an_internal_error_of_its_file(tree, capsys, monkeypatch):
+    """A worker process killed mid-file (out of memory, a signal) is status 3
+    for the files it left; the command still reports every file."""
+    import os
+    import signal
+
+    real = check._check_file
+
+    def dying(path, options):
+        if path == "broken.json":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(path, options)
+
+    monkeypatch.setattr(check, "_check_file", dying)
+    assert main(["check", "broken.json", "good/ring4.json", "--jobs", "2"]) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("check broken.json: internal error: internal error of collspec on broken.json: its worker process failed (BrokenProcessPool")
+    assert lines[-1].startswith("check: 2 files:") and "internal error" in lines[-1]

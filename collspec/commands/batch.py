@@ -110,7 +110,19 @@ def run_files(function: Callable, paths: list[str], options, jobs: int) -> list[
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        return list(pool.map(function, paths, [options] * len(paths), chunksize=1))
+        futures = [pool.submit(function, path, options) for path in paths]
+        return [_outcome(future, path, function) for future, path in zip(futures, paths)]
+
+
+def _outcome(future, path: str, function) -> FileResult:
+    """A worker's result; a worker that died (killed, out of memory) is an
+    internal error of that file (status 3), not of the run."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 - BrokenProcessPool and the like
+        command = function.__name__.split("_")[0]
+        message = f"internal error of collspec on {path}: its worker process failed ({type(error).__name__}: {error}); check it alone with --jobs 1"
+        return FileResult(path, Report(command, path), 3, message)
 
 
 def worst(results: list[FileResult]) -> int:
