@@ -11,9 +11,9 @@ content and checked under the MSCCL++ executor's concurrent semantics:
 races, deadlocks, unmatched signals and the result.
 
 Several files, folders (searched for *.json and *.xml) and globs are checked
-in one run, one summary line per file, ``--jobs N`` at a time; the exit
-status is the worst over the files (3 > 2 > 1 > 0). ``--junit`` and
-``--sarif`` write what CI systems display."""
+in one run, one summary line per file, --jobs N at a time; the exit status
+is the worst over the files (3 > 2 > 1 > 0). --junit and --sarif write the
+reports CI systems display (docs/ci.md)."""
 
 from __future__ import annotations
 
