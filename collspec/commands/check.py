@@ -155,23 +155,22 @@ def is_mscclpp_plan(path: str) -> bool:
 
 
 def load_schedule(path: str):
-    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program."""
-    extension = os.path.splitext(path)[1].lower()
-    if is_mscclpp_plan(path):
+    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program
+    as a schedule of the one IR."""
+    kind = file_format(path)
+    if kind == "mscclpp":
         from ..models.mscclpp.lower import schedule_of
         from ..models.mscclpp.parse import load
 
         return schedule_of(load(path))
-    if extension == ".json":
+    if kind == "schedule":
         from ..models.schedule_json import load
 
         return load(path)
-    if extension == ".xml":
-        from ..models.msccl.lower import schedule_of
-        from ..models.msccl.parse import load
+    from ..models.msccl.lower import schedule_of
+    from ..models.msccl.parse import load
 
-        return schedule_of(load(path))
-    raise CollspecError(f"{path}: unknown schedule format {extension or '(no extension)'}; use .json or .xml")
+    return schedule_of(load(path))
 
 
 def run(args) -> int:
@@ -251,8 +250,9 @@ def _check_file(path: str, options: FileOptions) -> batch.FileResult:
         result = verify(subject, exact=options.exact)
     else:
         from ..models.checker import check
+        from ..models.schedule_json import load
 
-        subject = load_schedule(path)
+        subject = load(path)
         result = check(subject, link_capacity=options.link_capacity, exact=options.exact, slots=options.slots, slot_size=options.slot_size)
     if options.prove:
         _prove(subject if kind == "schedule" else load_schedule(path), result)
