@@ -52,7 +52,7 @@ ZOO = ROOT / "tests" / "zoo"
 ZOO_MSCCL = ROOT / "tests" / "zoo_msccl"
 ZOO_BACKENDS = ROOT / "tests" / "zoo_backends"
 #: Markdown notes copied into the site when present, with their page titles in the contents.
-NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md", "cluster.md")
+NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md", "cluster.md", "ci.md")
 #: Rank counts tried for an algorithm's diagrams, first that works wins.
 DIAGRAM_RANKS = (4, 6, 8)
 COST_RANKS = tuple(range(2, 17)) + (20, 24, 28, 32, 40, 48, 56, 64)
@@ -483,7 +483,7 @@ def _zoo_backend_table() -> dict[str, list[tuple[str, str]]]:
 
 def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conformed: list[tuple[str, dict, dict]] = ()) -> str:
     from collspec.models.schedule_json import load
-    from collspec.spec.violations import KINDS
+    from collspec.spec.violations import DESCRIPTIONS, KINDS
 
     out = [rst_title("Violation kinds", "#", over=True),
            "What the checkers report (:data:`collspec.spec.violations.KINDS`, the ``kind`` of every violation in a JSON "
@@ -492,7 +492,7 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conf
            "produced while this site was built. The test suite asserts the same reports.", ""]
     backends = _zoo_backend_table()
     for kind in KINDS:
-        out += [rst_title(f"``{kind}``", "=")]
+        out += [rst_title(f"``{kind}``", "="), DESCRIPTIONS[kind], ""]
         showing = [(p, r) for p, r in reports if any(v["kind"] == kind for v in r.get("violations", []))]
         if showing:
             path, report = min(showing, key=lambda pr: (len({v["kind"] for v in pr[1]["violations"]}), len(pr[1]["violations"]), pr[0].name))

@@ -150,7 +150,7 @@ def test_every_attribute_is_read():
     assert p.tb_send.tolist() == [1, 0] and p.tb_recv.tolist() == [1, 0] and p.tb_chan.tolist() == [0, 0]
     assert [TYPE_NAMES[t] for t in p.type[:4]] == ["s", "rrc", "s", "r"]
     assert p.src_off[:4].tolist() == [1, 0, 0, 1] and p.line[:4].tolist() == [4, 5, 6, 7]
-    assert p.where(5) == {"gpu": 1, "tb": 0, "step": 1, "type": "rrc", "line": 13}
+    assert p.where(5) == {"gpu": 1, "tb": 0, "step": 1, "type": "rrc", "line": 13, "column": 7}
 
 
 def test_reducescatter_and_reduce_scatter_both_mean_the_collective():

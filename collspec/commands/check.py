@@ -8,18 +8,25 @@ receives, deadlocks, races between thread blocks, and lint warnings about
 format drift between executors. An MSCCL++ execution plan (a .json file
 whose top level holds a "gpus" list of thread blocks) is recognised by its
 content and checked under the MSCCL++ executor's concurrent semantics:
-races, deadlocks, unmatched signals and the result."""
+races, deadlocks, unmatched signals and the result.
+
+Several files, folders (searched for *.json and *.xml) and globs are checked
+in one run, one summary line per file, --jobs N at a time; the exit status
+is the worst over the files (3 > 2 > 1 > 0). --junit and --sarif write the
+reports CI systems display (docs/ci.md)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..spec.errors import CollspecError
-from . import add_json_option, emit
+from . import add_json_option, batch, emit
 
 
 def configure(parser):
-    parser.add_argument("file", nargs="?", metavar="FILE", help="schedule file: .json or MSCCL .xml")
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="schedule files (.json schedules, MSCCL++ .json plans, MSCCL .xml), folders (every *.json and *.xml below) or globs")
     parser.add_argument("--algorithm", "-a", metavar="A", help="a built-in algorithm (ring, ring-seed, direct, ...)")
     parser.add_argument("--collective", "-c", metavar="C", help="allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall")
     parser.add_argument("--ranks", "-n", metavar="N", help="rank count(s): 4, or 2,4,8, or 2:64")
@@ -40,6 +47,7 @@ def configure(parser):
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
     parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
     add_json_option(parser)
+    batch.add_options(parser)
 
 
 #: options a built-in algorithm may take: name -> (lowest value given N, what it is)
@@ -123,13 +131,9 @@ def parse_ranks(text: str) -> list[int]:
 
 
 def subjects(args) -> list:
-    """The schedules named by the arguments (a file, or an algorithm per N)."""
+    """The built-in algorithm's schedules the arguments name, one per N."""
     from ..models.generators import generate
 
-    if args.file and args.algorithm:
-        raise CollspecError("give a FILE or --algorithm, not both")
-    if args.file:
-        return [load_schedule(args.file)]
     if not args.algorithm:
         raise CollspecError("give a schedule FILE, or --algorithm A --collective C --ranks N")
     if not args.ranks:
@@ -156,38 +160,122 @@ def is_mscclpp_plan(path: str) -> bool:
 
 
 def load_schedule(path: str):
-    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program."""
-    extension = os.path.splitext(path)[1].lower()
-    if is_mscclpp_plan(path):
+    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program
+    as a schedule of the one IR."""
+    kind = file_format(path)
+    if kind == "mscclpp":
         from ..models.mscclpp.lower import schedule_of
         from ..models.mscclpp.parse import load
 
         return schedule_of(load(path))
-    if extension == ".json":
+    if kind == "schedule":
         from ..models.schedule_json import load
 
         return load(path)
-    if extension == ".xml":
-        from ..models.msccl.lower import schedule_of
-        from ..models.msccl.parse import load
+    from ..models.msccl.lower import schedule_of
+    from ..models.msccl.parse import load
 
-        return schedule_of(load(path))
-    raise CollspecError(f"{path}: unknown schedule format {extension or '(no extension)'}; use .json or .xml")
+    return schedule_of(load(path))
 
 
 def run(args) -> int:
+    if args.files and args.algorithm:
+        raise CollspecError("give FILEs or --algorithm, not both")
+    if not args.files:
+        if args.junit or args.sarif:
+            raise CollspecError("--junit and --sarif report on FILEs; use --json for a built-in algorithm")
+        return _check_builtin(args)
+    if args.option:
+        raise CollspecError("--option is for --algorithm, not a FILE")
+    options = FileOptions(args.link_capacity, args.exact, _slots(args), args.slot_size, args.prove, locate=bool(args.sarif))
+    paths = batch.expand(args.files)
+    if len(paths) == 1:
+        args.file = paths[0]  # names the file in a malformed report written by the command line
+    results = batch.run_files(check_file, paths, options, args.jobs)
+    return batch.emit("check", results, args, single=lambda result: _print_one(result, args))
+
+
+def _print_one(result: batch.FileResult, args) -> None:
+    """One file: the violations and summary as always, or the one-line error."""
+    import sys
+
+    if result.status >= 2:
+        print(f"collspec check: error: {result.error}", file=sys.stderr)
+    if result.status != 3:
+        emit(result.report, args, quiet=result.status == 2)
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """What ``check`` does to each file (the command line's options).
+    ``locate``: also find each violation's line and column (for SARIF)."""
+
+    link_capacity: int | None = None
+    exact: bool | None = None
+    slots: int | None = None
+    slot_size: int = 1
+    prove: bool = False
+    locate: bool = False
+
+
+def file_format(path: str) -> str:
+    """``msccl`` (.xml), ``mscclpp`` (a .json plan, by content) or
+    ``schedule`` (a .json schedule); another ending is bad input."""
+    extension = os.path.splitext(path)[1].lower()
+    if extension == ".xml":
+        return "msccl"
+    if is_mscclpp_plan(path):
+        return "mscclpp"
+    if extension == ".json":
+        return "schedule"
+    raise CollspecError(f"{path}: unknown schedule format {extension or '(no extension)'}; use .json or .xml")
+
+
+def check_file(path: str, options: FileOptions = FileOptions()) -> batch.FileResult:
+    """Check one file: its report and exit status. Never raises: a
+    malformed file is status 2, a failure of collspec itself status 3."""
+    return batch.guarded(path, "check", lambda: _check_file(path, options), options.locate)
+
+
+def _check_file(path: str, options: FileOptions) -> batch.FileResult:
+    from ..report import Report
+
+    kind = file_format(path)
+    if kind == "msccl":
+        from ..models.msccl import load, verify
+
+        subject = load(path)
+        result = verify(subject, exact=options.exact, slots=options.slots, slot_size=options.slot_size)
+    elif kind == "mscclpp":
+        if options.slots is not None:
+            raise CollspecError("--slots: MSCCL++ plans are not modelled with bounded slots; use a built-in algorithm, a JSON schedule or MSCCL XML")
+        from ..models.mscclpp import load, verify
+
+        subject = load(path)
+        result = verify(subject, exact=options.exact)
+    else:
+        from ..models.checker import check
+        from ..models.schedule_json import load
+
+        subject = load(path)
+        result = check(subject, link_capacity=options.link_capacity, exact=options.exact, slots=options.slots, slot_size=options.slot_size)
+    if options.prove:
+        _prove(subject if kind == "schedule" else load_schedule(path), result)
+    report = Report("check", path, result.violations, result.stats)
+    located = []
+    if options.locate and report.violations:
+        from ..locate import locate
+
+        located = locate(path, kind, subject, report.violations)
+    return batch.FileResult(path, report, report.exit_code, format=kind, locations=located)
+
+
+def _check_builtin(args) -> int:
+    """``--algorithm``: the checker on a built-in algorithm at each N."""
     from ..models.checker import check
     from ..report import Report
 
-    if args.file and args.option:
-        raise CollspecError("--option is for --algorithm, not a FILE")
     slots = _slots(args)
-    if args.file and os.path.splitext(args.file)[1].lower() == ".xml" and not args.algorithm:
-        return _check_msccl(args)
-    if args.file and not args.algorithm and is_mscclpp_plan(args.file):
-        if slots is not None:
-            raise CollspecError("--slots: MSCCL++ plans are not modelled with bounded slots; use a built-in algorithm, a JSON schedule or MSCCL XML")
-        return _check_mscclpp(args)
     schedules = subjects(args)
     violations, per_schedule = [], []
     for schedule in schedules:
@@ -202,20 +290,9 @@ def run(args) -> int:
         else:
             violations = result.violations
             per_schedule.append(result.stats)
-    subject = args.file or f"{args.algorithm} {schedules[0].collective} ranks={args.ranks}"
+    subject = f"{args.algorithm} {schedules[0].collective} ranks={args.ranks}"
     stats = per_schedule[0] if len(per_schedule) == 1 else {"schedules": per_schedule}
     return emit(Report("check", subject, violations, stats), args)
-
-
-def _check_msccl(args) -> int:
-    """An MSCCL program: the concurrent verifier of collspec.models.msccl."""
-    from ..models.msccl import load, verify
-    from ..report import Report
-
-    verdict = verify(load(args.file), exact=args.exact, slots=_slots(args), slot_size=args.slot_size)
-    if args.prove:
-        _prove(load_schedule(args.file), verdict)
-    return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 
 def _slots(args) -> int | None:
@@ -227,17 +304,6 @@ def _slots(args) -> int | None:
     if size < 1:
         raise CollspecError(f"--slot-size {size}: a slot holds at least 1 cell")
     return slots
-
-
-def _check_mscclpp(args) -> int:
-    """An MSCCL++ execution plan: the concurrent verifier of collspec.models.mscclpp."""
-    from ..models.mscclpp import load, verify
-    from ..report import Report
-
-    verdict = verify(load(args.file), exact=args.exact)
-    if args.prove:
-        _prove(load_schedule(args.file), verdict)
-    return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 
 def _prove(schedule, result) -> None:

@@ -1,7 +1,8 @@
 """Run the machine-checked proofs: one row per proof with its scope
 (`all N>=2`, `all N<=65536`, or `N<=K`), result and seconds. Exit 1, with the counterexample,
-when a proof fails or Z3 cannot decide it. `--schedule FILE` instead proves
-that one schedule file computes its collective for all inputs."""
+when a proof fails or Z3 cannot decide it. `--schedule FILE...` instead proves
+that each schedule file computes its collective for all inputs (files,
+folders and globs, `--jobs N` at a time, the worst status wins)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import sys
 import time
 
 from ..spec.errors import CollspecError
-from . import add_json_option
+from . import add_json_option, batch
 
 
 def configure(parser):
     parser.add_argument("--only", metavar="NAME", help="run only the proofs whose name contains NAME")
     parser.add_argument("--list", action="store_true", help="list the proofs and exit")
-    parser.add_argument("--schedule", metavar="FILE", help="bounded proof that a schedule file computes its collective")
+    parser.add_argument("--schedule", nargs="+", metavar="FILE", help="bounded proof that each schedule file computes its collective (files, folders, globs)")
     parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
     add_json_option(parser)
+    batch.add_options(parser)
 
 
 def run(args) -> int:
@@ -25,7 +27,7 @@ def run(args) -> int:
     from ..proofs.solver import FAILED, TRIVIAL
 
     if args.schedule and (args.only or args.list or args.full):
-        raise CollspecError("--schedule proves one file; give it without --only, --list or --full")
+        raise CollspecError("--schedule proves schedule files; give it without --only, --list or --full")
     if args.schedule:
         return _prove_schedule(args)
     chosen = proofs.select(proofs.suite(full=args.full), args.only)
@@ -33,6 +35,8 @@ def run(args) -> int:
         raise CollspecError(f"no proof name contains {args.only!r}; 'collspec prove --list' shows the names")
     out = sys.stderr if args.json == "-" else sys.stdout
     if args.list:
+        if args.junit or args.sarif:
+            raise CollspecError("--list runs no proof; --junit and --sarif report on a run")
         width = max(len(p.name) for p in chosen)
         for p in chosen:
             print(f"{p.name:<{width}}  {p.scope:<{max(len(q.scope) for q in chosen)}}  {p.statement}", file=out)
@@ -61,19 +65,55 @@ def run(args) -> int:
 
 
 def _prove_schedule(args) -> int:
+    paths = batch.expand(args.schedule)
+    results = batch.run_files(prove_file, paths, bool(args.sarif), args.jobs)
+    return batch.emit("prove", results, args, single=lambda result: _print_one(result, args))
+
+
+def prove_file(path: str, locate: bool = False) -> batch.FileResult:
+    """The bounded proof of one schedule file: its report (as ``prove
+    --schedule --json`` writes it) and exit status. Never raises: a
+    malformed file is status 2, a failure of collspec itself status 3.
+    ``locate``: also find each violation's line and column (for SARIF)."""
+    return batch.guarded(path, "prove", lambda: _prove_file(path, locate), locate)
+
+
+def _prove_file(path: str, locate: bool) -> batch.FileResult:
     from ..proofs import schedules
     from ..proofs.suite import ProofResult
-    from .check import load_schedule
+    from .check import file_format, load_schedule
 
-    schedule = load_schedule(args.schedule)
+    kind = file_format(path)
+    schedule = load_schedule(path)
     started = time.perf_counter()
     outcome = schedules.prove_schedule(schedule)
-    result = ProofResult(f"schedule {args.schedule}", f"N={schedule.ranks}", outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)
+    result = ProofResult(f"schedule {path}", f"N={schedule.ranks}", outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)
+    report = proofs_report(path, [result], result.seconds, schedules.violations(schedule, outcome))
+    located = []
+    if locate and report.violations:
+        from ..locate import locate as where
+
+        # the proof names steps of the lowered schedule: exact places exist for schedule files only
+        located = where(path, "schedule", schedule, report.violations) if kind == "schedule" else [(None, None)] * len(report.violations)
+    return batch.FileResult(path, report, report.exit_code, format=kind, locations=located)
+
+
+def _print_one(result: batch.FileResult, args) -> None:
+    """One file: its proof row as always, or the one-line error."""
+    from ..report import write_json
+
     out = sys.stderr if args.json == "-" else sys.stdout
-    print(f"{result.name}  {result.scope}  {result.status}  {result.seconds:.2f}", file=out)
-    if not result.ok:
-        print(f"    {result.message}", file=out)
-    return _emit(args, args.schedule, [result], result.seconds, schedules.violations(schedule, outcome))
+    if result.status >= 2:
+        print(f"collspec prove: error: {result.error}", file=sys.stderr)
+        if result.status == 2 and args.json:
+            write_json(result.report.to_json(), args.json)
+        return
+    row = result.report.stats["proofs"][0]
+    print(f"{row['name']}  {row['scope']}  {row['result']}  {row['seconds']:.2f}", file=out)
+    if not result.report.ok:
+        print(f"    {row['message']}", file=out)
+    if args.json:
+        write_json(result.report.to_json(), args.json)
 
 
 def _emit(args, subject: str, results, seconds: float, violations=None) -> int:
@@ -82,6 +122,14 @@ def _emit(args, subject: str, results, seconds: float, violations=None) -> int:
     report = proofs_report(subject, results, seconds, violations)
     if args.json:
         write_json(report.to_json(), args.json)
+    if args.junit:
+        from .. import junit
+
+        junit.write(junit.proofs_document(f"collspec prove{' --full' if args.full else ''}", results), args.junit)
+    if args.sarif:
+        from .. import sarif
+
+        sarif.write(sarif.document(proof_results=results), args.sarif)
     return report.exit_code
 
 

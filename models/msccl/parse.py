@@ -87,6 +87,7 @@ class _Elements:
         self.tb_gpu: list[int] = []
         self.steps: list[dict] = []
         self.step_lines: list[int] = []
+        self.step_columns: list[int] = []  # of each <step>'s '<', from 1
         self.tb_first_step: list[int] = []  # per <tb>: how many <step>s came before it
         self.columns: dict[str, np.ndarray] | None = None  # the step columns, when read by scan()
 
@@ -95,6 +96,7 @@ class _Elements:
             self.depth = 4
             self.steps.append(attrs)
             self.step_lines.append(self.expat.CurrentLineNumber)
+            self.step_columns.append(self.expat.CurrentColumnNumber + 1)
             return
         line = self.expat.CurrentLineNumber
         depth = self.depth
@@ -181,6 +183,7 @@ def _scan(data: bytes) -> _Elements | None:
     elements = _Elements(None)
     elements.algo, elements.gpus, elements.tbs = found.algo, found.gpus, found.tbs
     elements.tb_gpu, elements.tb_first_step, elements.step_lines = found.tb_gpu, found.tb_first_step, found.step_lines
+    elements.step_columns = found.step_columns
     elements.columns = columns
     return elements
 
@@ -321,6 +324,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
     # steps: attributes column by column
     nsteps = len(el.step_lines)
     step_lines = np.asarray(el.step_lines, dtype=np.int64)
+    step_columns = np.asarray(el.step_columns, dtype=np.int64)
     # every <step> belongs to the <tb> before it
     file_tb = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(np.r_[el.tb_first_step, nsteps]).astype(np.int64)) if ntb else np.zeros(0, np.int64)
     rank_of_file_tb = np.empty(ntb, dtype=np.int64)
@@ -331,6 +335,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
     step_order = np.argsort(step_tb_global, kind="stable")
     step_tb_global = step_tb_global[step_order]
     step_lines = step_lines[step_order]
+    step_columns = step_columns[step_order]
     columns = {name: values[step_order] for name, values in columns.items()}
     tb_steps = np.bincount(step_tb_global, minlength=ntb)[:ntb] if ntb else np.zeros(0, np.int64)
     tb_first = np.r_[0, np.cumsum(tb_steps)[:-1]].astype(np.int64) if ntb else np.zeros(0, np.int64)
@@ -346,7 +351,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
         tb_first=tb_first, tb_steps=tb_steps, tb_line=tb_line,
         gpu=gpu, tb=step_tb_global, pos=pos, type=columns["type"], src_buf=columns["srcbuf"],
         src_off=columns["srcoff"], dst_buf=columns["dstbuf"], dst_off=columns["dstoff"], cnt=columns["cnt"],
-        depid=columns["depid"], deps=columns["deps"], hasdep=columns["hasdep"], line=step_lines,
+        depid=columns["depid"], deps=columns["deps"], hasdep=columns["hasdep"], line=step_lines, column=step_columns,
         unknown_attrs=unknown,
     )
     _check_steps(program, columns["s"], fail)

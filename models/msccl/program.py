@@ -91,7 +91,8 @@ class Program:
     thread block), ``type`` (code into :data:`TYPE_NAMES`), ``src_buf`` /
     ``src_off`` / ``dst_buf`` / ``dst_off`` (codes into :data:`BUFFERS`),
     ``cnt``, ``depid`` (a thread block id on the same GPU, or -1), ``deps``,
-    ``hasdep`` and ``line``.
+    ``hasdep``, ``line`` and ``column`` (of the ``<step>``'s ``<``, from 1,
+    in characters).
     """
 
     path: str
@@ -132,6 +133,7 @@ class Program:
     deps: np.ndarray
     hasdep: np.ndarray
     line: np.ndarray
+    column: np.ndarray
     #: attributes no executor reads, as (element, attribute, line)
     unknown_attrs: list[tuple[str, str, int]] = field(default_factory=list)
 
@@ -144,7 +146,7 @@ class Program:
         return len(self.tb_gpu)
 
     def where(self, step: int) -> dict:
-        """The location of a step for a report: GPU, thread block, step, type, line."""
+        """The location of a step for a report: GPU, thread block, step, type, line, column."""
         tb = int(self.tb[step])
         return {
             "gpu": int(self.gpu[step]),
@@ -152,6 +154,7 @@ class Program:
             "step": int(self.pos[step]),
             "type": TYPE_NAMES[int(self.type[step])],
             "line": int(self.line[step]),
+            "column": int(self.column[step]),
         }
 
     def describe(self, step: int) -> str:

@@ -37,7 +37,8 @@ _END = re.compile(r" ?/?>")
 class Scanned:
     """Elements of a plain file: (attributes, line) of ``<algo>`` and of each
     ``<gpu>`` and ``<tb>``; per ``<tb>``, the index of its ``<gpu>`` and how
-    many ``<step>``s came before it; per ``<step>``, its line; per step
+    many ``<step>``s came before it; per ``<step>``, its line and the
+    column of its ``<`` (from 1; the file is ASCII, so bytes); per step
     attribute, every step's value joined by commas."""
 
     algo: tuple[dict, int]
@@ -46,6 +47,7 @@ class Scanned:
     tb_gpu: np.ndarray
     tb_first_step: np.ndarray
     step_lines: np.ndarray
+    step_columns: np.ndarray
     step_values: dict[str, str]
 
 
@@ -89,6 +91,7 @@ def scan(data: bytes, parse, nesting: tuple[str, ...]) -> Scanned | None:
         tb_gpu=np.searchsorted(starts[1], starts[2]) - 1,
         tb_first_step=np.searchsorted(steps, starts[2]),
         step_lines=lines[steps],
+        step_columns=opens[steps] - np.r_[-1, newlines][lines[steps] - 1],
         step_values=values,
     )
 
