@@ -54,6 +54,14 @@ def _signed(v, w):
     return ((np.asarray(v, dtype=np.int64) + half) & ((half << 1) - 1)) - half
 
 
+def _fits(v, w) -> bool:
+    """Whether every value of ``v`` is already in the signed range of width w."""
+    half = 1 << (w - 1)
+    if np.ndim(v) == 0:
+        return -half <= int(v) < half
+    return v.size == 0 or (-half <= int(v.min()) and int(v.max()) < half)
+
+
 def _unsigned(v, w):
     return np.asarray(v, dtype=np.int64) & ((np.int64(1) << np.int64(w)) - 1)
 
@@ -109,6 +117,8 @@ def _trunc_div(a, b):
 
 
 def _bv_udiv(w, a, b):
+    if np.ndim(b) == 0 and int(b) > 0:
+        return _unsigned(a, w) // b
     ua, ub = _unsigned(a, w), _unsigned(b, w)
     return np.where(ub == 0, -1, ua // np.where(ub == 0, 1, ub))
 
@@ -127,6 +137,8 @@ def _bv_srem(w, a, b):
 
 
 def _bv_smod(w, a, b):
+    if np.ndim(b) == 0 and int(b) > 0:  # the usual ``% n``: floor modulo
+        return np.mod(a, b)
     safe = np.where(b == 0, 1, b)
     r = a - _trunc_div(a, safe) * safe
     m = np.where((r != 0) & ((r < 0) != (safe < 0)), r + safe, r)
@@ -270,11 +282,10 @@ class Compiled:
             if self.bitvector:
                 masks = [taint.get(a) for a in ins.args]
                 mask = self._propagate(ins, operands, masks)
-                if ins.wraps:
+                if ins.wraps and not _fits(value, ins.width):
                     wrapped = _signed(value, ins.width)
                     over = np.asarray(wrapped != value)
-                    if over.any():
-                        mask = over if mask is None else (mask | over)
+                    mask = over if mask is None else (mask | over)
                     value = wrapped
                 if mask is not None and mask.any():
                     taint[target] = mask
