@@ -212,8 +212,8 @@ def _install_guard() -> None:
             where, source = _caller(sys._getframe(1))
             raise SymbolicBranchError(
                 f"{program.algorithm} {program.collective}: {where}: a symbolic value used as a Python truth value "
-                f"in {name}(){source} (an if, and/or, a conditional expression, min/max): the proofs would follow one branch "
-                "and the schedule another; write the condition with collspec.models.indexing's where/both/either/negate")
+                f"in {name}(){source}; the proofs would follow one branch and the schedule another: write the condition "
+                "with collspec.models.indexing's where/both/either/negate")
         return original(self)
 
     z3.AstRef.__bool__ = guarded_bool
