@@ -25,6 +25,10 @@ included):
   zero_extend sign_extend``, signed and unsigned comparisons.
 - Booleans: ``and or not xor => ite = distinct``.
 
+Integers are evaluated in int64; a product whose operands could reach 2^62
+raises :class:`TooLarge` rather than wrap (sums of the built-in programs'
+values stay far below: N <= 2^16, cells <= 2^22).
+
 Bit-vector terms also carry an *overflow* mask: where a ``bvadd``,
 ``bvsub``, ``bvmul``, ``bvneg``, ``bvshl`` or ``bvsdiv`` result wrapped (the
 integer it stands for is outside the signed range), and every value computed
@@ -46,6 +50,20 @@ import z3
 
 class UnsupportedTerm(Exception):
     """A Z3 operator the evaluator does not implement (an internal error)."""
+
+
+class TooLarge(Exception):
+    """An integer product that int64 cannot hold exactly."""
+
+
+def _int_mul(w, *xs):
+    bound = 1
+    for x in xs:
+        a = np.asarray(x)
+        bound *= max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
+    if bound >= 1 << 62:
+        raise TooLarge(f"a product reaches {bound.bit_length()} bits")
+    return _nary(np.multiply)(w, *xs)
 
 
 def _signed(v, w):
@@ -209,7 +227,7 @@ BV_COMPARE = {
 INT_OPS: dict[int, Callable] = {
     z3.Z3_OP_ADD: _nary(np.add),
     z3.Z3_OP_SUB: _nary(np.subtract),
-    z3.Z3_OP_MUL: _nary(np.multiply),
+    z3.Z3_OP_MUL: _int_mul,
     z3.Z3_OP_UMINUS: lambda w, a: np.negative(a),
     z3.Z3_OP_IDIV: lambda w, a, b: _int_div(a, b),
     z3.Z3_OP_MOD: lambda w, a, b: _int_mod(a, b),
@@ -427,4 +445,4 @@ class _Pending:
         return _Instruction(self.fn, args, self.width, self.wraps, self.kind)
 
 
-__all__ = ["Compiled", "UnsupportedTerm", "compile_terms"]
+__all__ = ["Compiled", "TooLarge", "UnsupportedTerm", "compile_terms"]
