@@ -212,8 +212,8 @@ def _install_guard() -> None:
             where, source = _caller(sys._getframe(1))
             raise SymbolicBranchError(
                 f"{program.algorithm} {program.collective}: {where}: a symbolic value used as a Python truth value "
-                f"in {name}(){source} (an if, and/or, a conditional expression, min/max): the proofs would follow one branch "
-                "and the schedule another; write the condition with collspec.models.indexing's where/both/either/negate")
+                f"in {name}(){source}; the proofs would follow one branch and the schedule another: write the condition "
+                "with collspec.models.indexing's where/both/either/negate")
         return original(self)
 
     z3.AstRef.__bool__ = guarded_bool
@@ -326,7 +326,7 @@ class _Instance:
     def __init__(self, terms: _Terms, n: int):
         import z3
 
-        from .terms import compile_terms
+        from .terms import TooLarge, compile_terms
 
         program, v = terms.program, terms.variables
         self.program, self.n = program, n
@@ -336,8 +336,10 @@ class _Instance:
         else:
             fixed = lambda term: z3.simplify(z3.substitute(term, *values))  # noqa: E731
         scalars = [*terms.shape] + ([terms.capacity] if terms.capacity is not None else []) + ([terms.root] if terms.root is not None else [])
-        constants = compile_terms([fixed(t) for t in scalars], {})
-        got, over = constants.evaluate()
+        try:
+            got, over = compile_terms([fixed(t) for t in scalars], {}).evaluate()
+        except TooLarge as error:
+            raise self.too_large(f"steps(N), width(N) or chunks(N) ({error})") from None
         names = ["steps", "width", "chunks"] + (["link_capacity"] if terms.capacity is not None else []) + (["root"] if terms.root is not None else [])
         for name, value, mask in zip(names, got, over):
             if mask is not None:
@@ -356,7 +358,14 @@ class _Instance:
             f"{what} depends on a value past the proofs' {BITVEC_WIDTH}-bit vectors (signed, from -2^{BITVEC_WIDTH - 1} to "
             f"2^{BITVEC_WIDTH - 1} - 1); use smaller options or fewer ranks")
 
+    def too_large(self, what: str) -> RefinementError:
+        options = self.program.options()
+        return RefinementError(f"{self.program.algorithm} {self.program.collective}, {self.n} ranks{', options ' + options if options else ''}: "
+                               f"{what} is past the 64-bit integers the schedule is evaluated in; use smaller options or fewer ranks")
+
     def enumerate(self, block: int) -> list[Step]:
+        from .terms import TooLarge
+
         n, width, total = self.n, self.width, self.steps
         ranks = np.arange(n, dtype=np.int64)[None, :, None]
         slots = np.arange(width, dtype=np.int64)[None, None, :]
@@ -366,7 +375,10 @@ class _Instance:
         for first in range(0, total, span):
             count = min(span, total - first)
             s = np.arange(first, first + count, dtype=np.int64)[:, None, None]
-            values, masks = self.code.evaluate(s=s, r=ranks, j=slots)
+            try:
+                values, masks = self.code.evaluate(s=s, r=ranks, j=slots)
+            except TooLarge as error:
+                raise self.too_large(f"the transfers of steps {first}..{first + count - 1} ({error})") from None
             shape = (count, n, width)
             active = np.ascontiguousarray(np.broadcast_to(np.asarray(values[0], dtype=bool), shape))
             if any(m is not None for m in masks):

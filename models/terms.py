@@ -25,6 +25,10 @@ included):
   zero_extend sign_extend``, signed and unsigned comparisons.
 - Booleans: ``and or not xor => ite = distinct``.
 
+Integers are evaluated in int64; a product whose operands could reach 2^62
+raises :class:`TooLarge` rather than wrap (sums of the built-in programs'
+values stay far below: N <= 2^16, cells <= 2^22).
+
 Bit-vector terms also carry an *overflow* mask: where a ``bvadd``,
 ``bvsub``, ``bvmul``, ``bvneg``, ``bvshl`` or ``bvsdiv`` result wrapped (the
 integer it stands for is outside the signed range), and every value computed
@@ -48,10 +52,32 @@ class UnsupportedTerm(Exception):
     """A Z3 operator the evaluator does not implement (an internal error)."""
 
 
+class TooLarge(Exception):
+    """An integer product that int64 cannot hold exactly."""
+
+
+def _int_mul(w, *xs):
+    bound = 1
+    for x in xs:
+        a = np.asarray(x)
+        bound *= max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
+    if bound >= 1 << 62:
+        raise TooLarge(f"a product reaches {bound.bit_length()} bits")
+    return _nary(np.multiply)(w, *xs)
+
+
 def _signed(v, w):
     """``v`` (int64, any integer) wrapped to the signed range of width w."""
     half = np.int64(1) << np.int64(w - 1)
     return ((np.asarray(v, dtype=np.int64) + half) & ((half << 1) - 1)) - half
+
+
+def _fits(v, w) -> bool:
+    """Whether every value of ``v`` is already in the signed range of width w."""
+    half = 1 << (w - 1)
+    if np.ndim(v) == 0:
+        return -half <= int(v) < half
+    return v.size == 0 or (-half <= int(v.min()) and int(v.max()) < half)
 
 
 def _unsigned(v, w):
@@ -109,6 +135,8 @@ def _trunc_div(a, b):
 
 
 def _bv_udiv(w, a, b):
+    if np.ndim(b) == 0 and int(b) > 0:
+        return _unsigned(a, w) // b
     ua, ub = _unsigned(a, w), _unsigned(b, w)
     return np.where(ub == 0, -1, ua // np.where(ub == 0, 1, ub))
 
@@ -127,6 +155,8 @@ def _bv_srem(w, a, b):
 
 
 def _bv_smod(w, a, b):
+    if np.ndim(b) == 0 and int(b) > 0:  # the usual ``% n``: floor modulo
+        return np.mod(a, b)
     safe = np.where(b == 0, 1, b)
     r = a - _trunc_div(a, safe) * safe
     m = np.where((r != 0) & ((r < 0) != (safe < 0)), r + safe, r)
@@ -197,7 +227,7 @@ BV_COMPARE = {
 INT_OPS: dict[int, Callable] = {
     z3.Z3_OP_ADD: _nary(np.add),
     z3.Z3_OP_SUB: _nary(np.subtract),
-    z3.Z3_OP_MUL: _nary(np.multiply),
+    z3.Z3_OP_MUL: _int_mul,
     z3.Z3_OP_UMINUS: lambda w, a: np.negative(a),
     z3.Z3_OP_IDIV: lambda w, a, b: _int_div(a, b),
     z3.Z3_OP_MOD: lambda w, a, b: _int_mod(a, b),
@@ -270,11 +300,10 @@ class Compiled:
             if self.bitvector:
                 masks = [taint.get(a) for a in ins.args]
                 mask = self._propagate(ins, operands, masks)
-                if ins.wraps:
+                if ins.wraps and not _fits(value, ins.width):
                     wrapped = _signed(value, ins.width)
                     over = np.asarray(wrapped != value)
-                    if over.any():
-                        mask = over if mask is None else (mask | over)
+                    mask = over if mask is None else (mask | over)
                     value = wrapped
                 if mask is not None and mask.any():
                     taint[target] = mask
@@ -416,4 +445,4 @@ class _Pending:
         return _Instruction(self.fn, args, self.width, self.wraps, self.kind)
 
 
-__all__ = ["Compiled", "UnsupportedTerm", "compile_terms"]
+__all__ = ["Compiled", "TooLarge", "UnsupportedTerm", "compile_terms"]

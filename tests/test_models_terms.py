@@ -104,3 +104,14 @@ def test_every_point_of_a_built_schedule_is_z3s_value_of_the_term(algorithm, col
 def test_a_wrapped_step_count_is_refused_by_name():
     with pytest.raises(RefinementError, match=r"nccl-pat allgather, 5 ranks, options chunk=262144, count=1: width\(N\) depends on a value past"):
         PROGRAMS["nccl-pat"]["allgather"](chunk=1 << 18, count=1).schedule(5)
+
+
+def test_an_integer_product_past_int64_is_refused_not_wrapped():
+    from collspec.models.program import Program, Transfer
+
+    def transfer(n, s, r, j):
+        return Transfer(True, (r + 1) % n, (r + 1) * (1 << 40) * (s + (1 << 30)) % n, 0, 0)
+
+    program = Program("t", "allgather", lambda n: n, lambda n: 2, lambda n: 1, transfer, lambda n, s: (None, None), lambda: program)
+    with pytest.raises(RefinementError, match=r"^t allgather, 4 ranks: the transfers of steps 0..1 \(a product reaches \d+ bits\) is past the 64-bit"):
+        program.schedule(4)
