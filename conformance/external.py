@@ -77,6 +77,7 @@ class Job:
     earlier: list = field(default_factory=list)  # outcomes of the cases before ``start`` (--resume)
     earlier_table: dict = field(default_factory=dict)
     quiet: bool = False
+    partials: bool = True  # write PATH.rank<K>.json (a timing run of collspec bench does not)
 
 
 class _Ended(Exception):
@@ -421,7 +422,7 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
     from . import resolve
 
     partial = report_merge.partial_path(job.json_path if job.json_path not in (None, "-") else "collspec-conform.json",
-                                        place.rank)
+                                        place.rank) if job.partials else None
     me = Rank(job, place, partial, on_outcome)
     for entry in job.earlier_table.values():
         me.table.setdefault(entry["rank"], entry)  # replaced by this job's table at set-up
