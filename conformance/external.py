@@ -264,11 +264,12 @@ class Watchdog(threading.Thread):
     def __init__(self, me: Rank, store_factory):
         super().__init__(daemon=True, name="collspec-watchdog")
         self.me, self.store = me, store_factory()
+        self.stop = threading.Event()
         self.seen: dict[int, tuple[int, float]] = {}
 
     def run(self) -> None:
         me = self.me
-        while True:
+        while not self.stop.is_set():
             try:
                 self.store.add(f"hb/{me.rank}", 1)
                 if self.store.check(["abort"]):
@@ -281,7 +282,7 @@ class Watchdog(threading.Thread):
                 if me.ending:
                     return
                 self.lost(error)
-            time.sleep(BEAT)
+            self.stop.wait(BEAT)
 
     # the store is rank 0's: losing it means rank 0 is gone
     def lost(self, error) -> None:
@@ -487,6 +488,10 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
             pass
     else:
         result = me.conformance()
+    # end the threads that hold sockets before the interpreter does (a running C++ thread at exit aborts)
+    watchdog.stop.set()
+    watchdog.join(timeout=10)
+    dist.destroy_process_group()
     return result
 
 
