@@ -400,12 +400,21 @@ def _verdict(data: dict, cases: list[Case]):
 
 
 def _signals(me: Rank) -> None:
-    """Take SIGTERM, SIGHUP and SIGINT on a thread of their own (the main thread may be inside a collective)."""
-    caught = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, caught)
+    """Take SIGTERM, SIGHUP and SIGINT on a thread of their own: the main thread may be inside a
+    collective, where a Python handler would not run until it returns. Python's C-level handler writes
+    each signal's number to the wakeup descriptor at once; the thread reads it (no signal mask is
+    changed, so processes a backend starts get the usual one)."""
+    caught = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    readable, writable = os.pipe()
+    os.set_blocking(writable, False)
+    signal.set_wakeup_fd(writable, warn_on_full_buffer=False)
+    for number in caught:
+        signal.signal(number, lambda *_: None)  # the thread below acts; the main thread ignores it
 
     def wait() -> None:
-        number = signal.sigwait(caught)
+        number = 0
+        while number not in caught:
+            number = os.read(readable, 1)[0]
         name = signal.Signals(number).name
         case = me.job.cases[me.current] if me.current < len(me.job.cases) else None
         where_ = case.id if case else "set-up"
