@@ -82,14 +82,38 @@ def measure(backend: str, world: int, collective: str, dtype: str, op: str, size
     settings = runner.Settings(spec, world, cases, timeout, launcher or spec.launcher,
                                timing={"iters": iters, "warmup": warmup})
     result = runner.run(settings)
+    return _rows(result.outcomes, collective, dtype, world), result
+
+
+def measure_external(backend: str, collective: str, dtype: str, op: str, sizes: list[int], iters: int, warmup: int,
+                     timeout: float, device: str | None, place) -> tuple[list[Row], object]:
+    """:func:`measure` as one rank of a job an existing launcher started (:mod:`.external`):
+    the same loop on every rank, the slowest rank's time per size. Returns the rows and the
+    run's :class:`.runner.Result` (rank 0's rows are the job's)."""
+    from . import external
+
+    spec = resolve.parse(backend, device)
+    if collective not in COLLECTIVES:
+        raise CollspecError(f"--collective {collective}: use one of {', '.join(COLLECTIVES)}")
+    if place.world < 2 or iters < 1 or warmup < 0:
+        raise CollspecError("bench needs at least 2 ranks, --iters >= 1 and --warmup >= 0")
+    cases = timing_cases(collective, dtype, op, place.world, sizes)
+    job = external.Job(spec, cases, timeout, {"mode": "bench", "launcher": "external", "detected": place.launcher,
+                                              "rendezvous": place.rendezvous}, None, None,
+                       timing={"iters": iters, "warmup": warmup}, quiet=True, partials=False)
+    result = external.run(job, place).result
+    return _rows(result.outcomes, collective, dtype, place.world), result
+
+
+def _rows(outcomes, collective: str, dtype: str, world: int) -> list[Row]:
     rows = []
-    for outcome in result.outcomes:
+    for outcome in outcomes:
         if outcome.status == "pass":
             case = outcome.case
             nbytes = case.count * as_dtype(dtype).itemsize
             algbw = nbytes / outcome.seconds / 1e9
             rows.append(Row(nbytes, case.count, outcome.seconds, algbw, algbw * bus_factor(collective, world)))
-    return rows, result
+    return rows
 
 
 def table(rows: list[Row], collective: str, dtype: str, op: str) -> str:

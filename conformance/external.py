@@ -4,7 +4,7 @@
 ``srun``, ``mpirun`` or ``torchrun`` started (:mod:`.cluster_env` says where
 it is). There is no coordinator and nobody restarts a rank, so the ranks
 watch each other through the job's store (a torch ``TCPStore`` that rank 0
-serves at the rendezvous address):
+serves at the rendezvous address, :mod:`.rendezvous`):
 
 - set-up: every rank posts ``{rank, host, local_rank}`` (the rank table,
   :mod:`.where`), then the process group is made on the same store and the
@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -47,8 +46,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from ..spec import Violation
-from ..spec.errors import CollspecError
-from . import cluster_env, events, report_merge, runner, where
+from . import cluster_env, events, rendezvous, report_merge, runner, where
 from .cases import Case
 
 #: Seconds between heartbeats.
@@ -77,10 +75,7 @@ class Job:
     earlier: list = field(default_factory=list)  # outcomes of the cases before ``start`` (--resume)
     earlier_table: dict = field(default_factory=dict)
     quiet: bool = False
-
-
-class _Ended(Exception):
-    """The job ended while this rank waited (an abort was posted or the store is gone)."""
+    partials: bool = True  # write PATH.rank<K>.json (a timing run of collspec bench does not)
 
 
 class Rank:
@@ -173,101 +168,18 @@ class Rank:
         return result
 
 
-def connect(place: cluster_env.Placement, timeout: float):
-    """The job's store: rank 0 serves it (on the rendezvous address only), the others connect."""
-    import torch.distributed as dist
-
-    wait = timedelta(seconds=timeout)
-    if place.rendezvous.startswith("file:"):
-        return _file_rendezvous(place, place.rendezvous[5:], wait)
-    if place.rank != 0 or place.agent_store:
-        return dist.TCPStore(place.address, place.port, place.world, is_master=False, timeout=wait)
-    listener = _listen(place.address, place.port)  # the store owns the socket from here on
-    return dist.TCPStore(place.address, place.port, place.world, is_master=True, timeout=wait,
-                         wait_for_workers=False, master_listen_fd=listener.detach())
-
-
-def _listen(address: str, port: int) -> socket.socket:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((socket.gethostbyname(address), port))
-    except OSError as error:
-        listener.close()
-        raise CollspecError(f"rank 0 cannot serve the job's store at {address}:{port} ({error.strerror}); "
-                            "give --master-addr (an address of rank 0's host) or --master-port") from None
-    listener.listen(1024)
-    return listener
-
-
-def _file_rendezvous(place: cluster_env.Placement, path: str, wait: timedelta):
-    """Rank 0 binds a free port and writes ``ADDRESS:PORT JOB`` to ``path``; the others read it."""
-    import torch.distributed as dist
-
-    if place.rank == 0:
-        address = place.address or ("127.0.0.1" if place.one_node else _own_address())
-        listener = _listen(address, place.port or 0)
-        port = listener.getsockname()[1]
-        store = dist.TCPStore(address, port, place.world, is_master=True, timeout=wait, wait_for_workers=False,
-                              master_listen_fd=listener.detach())
-        from ..report import write_text
-
-        write_text(f"{address}:{port} {place.job}\n", path)
-        return store
-    deadline = time.monotonic() + wait.total_seconds()
-    while time.monotonic() < deadline:
-        try:
-            with open(path) as handle:
-                text = handle.read().split()
-        except OSError:
-            text = []
-        if len(text) == 2 and text[1] == place.job:
-            address, port = text[0].rsplit(":", 1)
-            try:
-                return dist.TCPStore(address, int(port), place.world, is_master=False, timeout=wait)
-            except (RuntimeError, ValueError):
-                pass  # a file of an earlier job with the same name: wait for this job's
-        time.sleep(0.2)
-    raise CollspecError(f"--rendezvous file:{path}: rank 0 did not write its address within {wait.total_seconds():.0f} s "
-                        "(is the path shared by every rank?)")
-
-
-def _own_address() -> str:
-    """This host's address for the others to reach: GLOO_SOCKET_IFNAME's, else the host name's."""
-    name = os.environ.get("GLOO_SOCKET_IFNAME")
-    if name:
-        import fcntl
-        import struct
-
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            raw = fcntl.ioctl(sock, 0x8915, struct.pack("256s", name.encode()[:15]))
-            return socket.inet_ntoa(raw[20:24])
-    return socket.gethostbyname(socket.gethostname())
-
-
-def _interfaces(address: str) -> None:
-    """Point gloo (and NCCL's bootstrap) at the interface that reaches the store, unless told."""
-    try:
-        local = cluster_env.local_address_towards(address)
-    except OSError:
-        return
-    name = cluster_env.interface_of(local) or ("lo" if local.startswith("127.") else None)
-    if name:
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", name)
-
-
 class Watchdog(threading.Thread):
     """Heartbeats, the case deadline, the abort record, and the signals (module text)."""
 
     def __init__(self, me: Rank, store_factory):
         super().__init__(daemon=True, name="collspec-watchdog")
         self.me, self.store = me, store_factory()
+        self.stop = threading.Event()
         self.seen: dict[int, tuple[int, float]] = {}
 
     def run(self) -> None:
         me = self.me
-        while True:
+        while not self.stop.is_set():
             try:
                 self.store.add(f"hb/{me.rank}", 1)
                 if self.store.check(["abort"]):
@@ -280,7 +192,7 @@ class Watchdog(threading.Thread):
                 if me.ending:
                     return
                 self.lost(error)
-            time.sleep(BEAT)
+            self.stop.wait(BEAT)
 
     # the store is rank 0's: losing it means rank 0 is gone
     def lost(self, error) -> None:
@@ -398,12 +310,21 @@ def _verdict(data: dict, cases: list[Case]):
 
 
 def _signals(me: Rank) -> None:
-    """Take SIGTERM, SIGHUP and SIGINT on a thread of their own (the main thread may be inside a collective)."""
-    caught = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, caught)
+    """Take SIGTERM, SIGHUP and SIGINT on a thread of their own: the main thread may be inside a
+    collective, where a Python handler would not run until it returns. Python's C-level handler writes
+    each signal's number to the wakeup descriptor at once; the thread reads it (no signal mask is
+    changed, so processes a backend starts get the usual one)."""
+    caught = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    readable, writable = os.pipe()
+    os.set_blocking(writable, False)
+    signal.set_wakeup_fd(writable, warn_on_full_buffer=False)
+    for number in caught:
+        signal.signal(number, lambda *_: None)  # the thread below acts; the main thread ignores it
 
     def wait() -> None:
-        number = signal.sigwait(caught)
+        number = 0
+        while number not in caught:
+            number = os.read(readable, 1)[0]
         name = signal.Signals(number).name
         case = me.job.cases[me.current] if me.current < len(me.job.cases) else None
         where_ = case.id if case else "set-up"
@@ -421,7 +342,7 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
     from . import resolve
 
     partial = report_merge.partial_path(job.json_path if job.json_path not in (None, "-") else "collspec-conform.json",
-                                        place.rank)
+                                        place.rank) if job.partials else None
     me = Rank(job, place, partial, on_outcome)
     for entry in job.earlier_table.values():
         me.table.setdefault(entry["rank"], entry)  # replaced by this job's table at set-up
@@ -429,15 +350,15 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
     _signals(me)
     backend_class = resolve.load(job.spec.target)
     if place.address and not place.rendezvous.startswith("file:"):
-        _interfaces(place.address)
-    store = connect(place, SETUP_TIMEOUT)
+        rendezvous.point_interfaces(place.address)
+    store = rendezvous.connect(place, SETUP_TIMEOUT)
     address = place.address
     if address is None:
-        address = _store_address(store)
+        address = rendezvous.store_address(store)
         place = replace(place, address=address)
         me.place = place
-        _interfaces(address)
-    store_factory = _client_factory(store, place)
+        rendezvous.point_interfaces(address)
+    store_factory = rendezvous.client_factory(store, place)
     watchdog = Watchdog(me, store_factory)
     store = _Guarded(store, watchdog.lost)
     store.set(f"who/{me.rank}", json.dumps(me._me()))
@@ -453,8 +374,6 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
 
         torch.cuda.set_device(place.local_rank if torch.cuda.device_count() > 1 else 0)  # one GPU shown: that one
         kind = "nccl"
-    import torch.distributed.distributed_c10d as c10d  # noqa: F401  (the PrefixStore lives in torch.distributed)
-
     group_store = dist.PrefixStore("collspec/pg/", store._store)
     dist.init_process_group(kind, store=group_store, rank=me.rank, world_size=me.world,
                             timeout=timedelta(seconds=SETUP_TIMEOUT + 2 * job.timeout))
@@ -486,19 +405,11 @@ def run(job: Job, place: cluster_env.Placement, on_outcome=lambda o: None) -> re
             pass
     else:
         result = me.conformance()
+    # end the threads that hold sockets before the interpreter does (a running C++ thread at exit aborts)
+    watchdog.stop.set()
+    watchdog.join(timeout=10)
+    dist.destroy_process_group()
     return result
-
-
-def _store_address(store) -> str:
-    host = getattr(store, "host", None)
-    return host if isinstance(host, str) and host else "127.0.0.1"
-
-
-def _client_factory(store, place: cluster_env.Placement):
-    import torch.distributed as dist
-
-    host, port = getattr(store, "host", place.address), getattr(store, "port", place.port)
-    return lambda: dist.TCPStore(host, port, place.world, is_master=False, timeout=timedelta(seconds=30))
 
 
 def _cases(me: Rank, store, backend, harness, dist) -> None:

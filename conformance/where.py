@@ -45,8 +45,7 @@ def name(ranks, table: dict) -> str:
 
 def annotate(violation: Violation, table: dict) -> Violation:
     """``violation`` with ``details["where"]`` and its hosts at the end of the message (once)."""
-    ranks = [r for r in violation.details.get("ranks", []) if isinstance(r, int) and r >= 0]
-    ranks += [r for r in violation.details.get("waiting", []) if isinstance(r, int) and r not in ranks]
+    ranks = [r for r in violation.details.get("ranks", []) if isinstance(r, int) and r >= 0]  # the culprits, not the waiting
     if not ranks or "where" in violation.details:
         return violation
     where = [table.get(r, {"rank": r, "host": "?", "local_rank": None}) for r in sorted(ranks)]

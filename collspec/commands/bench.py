@@ -20,7 +20,8 @@ def configure(parser):
     parser.add_argument("--iters", type=int, default=20, metavar="K", help="timed calls per size")
     parser.add_argument("--warmup", type=int, default=5, metavar="K", help="untimed calls first")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per size before it is a hang")
-    parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun"])
+    parser.add_argument("--launcher", choices=["local", "mpiexec", "torchrun", "external"],
+                        help="external: this process is one rank of a job srun, mpirun or torchrun started (see conform)")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="as for collspec conform")
 
 
@@ -38,8 +39,18 @@ def run(args) -> int:
     sizes = bench.byte_sizes(args.sizes)
     print(f"collspec bench {args.backend}: {collective} {args.dtype} {args.op}, {args.world_size} ranks, "
           f"{len(sizes)} sizes, {args.warmup} warm-up + {args.iters} timed calls each", file=stream, flush=True)
-    rows, result = bench.measure(args.backend, args.world_size, collective, args.dtype, args.op, sizes,
-                                 args.iters, args.warmup, args.timeout, args.launcher, args.device)
+    if args.launcher == "external":
+        from ..conformance import cluster_env
+
+        place = cluster_env.placement()
+        args.world_size = place.world
+        rows, result = bench.measure_external(args.backend, collective, args.dtype, args.op, sizes, args.iters,
+                                              args.warmup, args.timeout, args.device, place)
+        if place.rank != 0:
+            return 0 if rows and len(rows) == len(sizes) else 1
+    else:
+        rows, result = bench.measure(args.backend, args.world_size, collective, args.dtype, args.op, sizes,
+                                     args.iters, args.warmup, args.timeout, args.launcher, args.device)
     print(bench.table(rows, collective, args.dtype, args.op), file=stream)
     violations = [v for o in result.outcomes for v in o.violations]
     for violation in violations:

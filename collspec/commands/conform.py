@@ -55,7 +55,7 @@ def conform_from_args(args, on_start=lambda total: None, on_outcome=lambda outco
 
     mode = "quick" if args.quick else "full" if args.full else "default"
     return conform(
-        args.backend, args.world_size or 4, mode, args.timeout, args.repeat, args.seed, args.launcher,
+        args.backend, (4 if args.world_size is None else args.world_size), mode, args.timeout, args.repeat, args.seed, args.launcher,
         shlex.split(args.launcher_args), _split(args.collective), _split(args.dtype), _split(args.op),
         parse_counts(args.sizes), args.strict, args.device, algorithms=_split(args.algorithm), expect=getattr(args, "expect", None),
         on_start=on_start, on_outcome=on_outcome,
@@ -99,7 +99,7 @@ def run(args) -> int:
 
     def started(total: int) -> None:
         mode = "quick" if args.quick else "full" if args.full else "default"
-        print(f"collspec conform {args.backend}: {total} cases on {args.world_size or 4} ranks ({mode})", file=stream, flush=True)
+        print(f"collspec conform {args.backend}: {total} cases on {(4 if args.world_size is None else args.world_size)} ranks ({mode})", file=stream, flush=True)
         progress.start(total)
 
     result = conform_from_args(args, started, progress)
