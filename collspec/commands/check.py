@@ -188,7 +188,7 @@ def run(args) -> int:
     for schedule in schedules:
         result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=args.slot_size)
         if args.prove:
-            _prove(schedule, result)
+            _prove(schedule, result, args)
         if len(schedules) > 1:
             violations += [_tag(v, schedule.ranks) for v in result.violations]
             per_schedule.append({"ranks": schedule.ranks, "ok": result.ok, **result.stats})
@@ -209,7 +209,7 @@ def _check_msccl(args) -> int:
 
     verdict = verify(load(args.file), exact=args.exact, slots=_slots(args), slot_size=args.slot_size)
     if args.prove:
-        _prove(load_schedule(args.file), verdict)
+        _prove(load_schedule(args.file), verdict, args)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 
@@ -231,18 +231,27 @@ def _check_mscclpp(args) -> int:
 
     verdict = verify(load(args.file), exact=args.exact)
     if args.prove:
-        _prove(load_schedule(args.file), verdict)
+        _prove(load_schedule(args.file), verdict, args)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 
-def _prove(schedule, result) -> None:
+def _prove(schedule, result, args) -> None:
     """``--prove``: add the bounded proof's outcome to a check result (or an
-    MSCCL verdict: anything with ``violations`` and ``stats``)."""
+    MSCCL verdict: anything with ``violations`` and ``stats``), and print it
+    (on stderr when the JSON report goes to stdout)."""
+    import sys
+
     from ..proofs.schedules import prove_schedule, violations
 
     outcome = prove_schedule(schedule)
     result.violations.extend(violations(schedule, outcome))
     result.stats["bounded_proof"] = outcome.status
+    out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+    ranks = f"{schedule.ranks} rank" + ("" if schedule.ranks == 1 else "s")
+    if outcome.status == "proved":
+        print(f"prove: proved: every output cell is right for all input values ({schedule.label()}, {ranks})", file=out)
+    else:
+        print(f"prove: {outcome.status}: {' '.join(str(outcome.message).split())}", file=out)
 
 
 def _tag(violation, ranks: int):

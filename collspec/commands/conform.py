@@ -91,7 +91,7 @@ def run(args) -> int:
 
     def started(total: int) -> None:
         mode = "quick" if args.quick else "full" if args.full else "default"
-        print(f"collspec conform {args.backend}: {total} cases on {args.world_size} ranks ({mode})", file=stream, flush=True)
+        print(f"collspec conform {args.backend}: {total} cases on {args.world_size} rank{'s' * (args.world_size != 1)} ({mode})", file=stream, flush=True)
         progress.start(total)
 
     result = conform_from_args(args, started, progress)
