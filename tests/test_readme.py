@@ -1,23 +1,10 @@
-"""The README's commands run, exactly as written, after its own setup line.
-
-Rule (stated here, and the only one): every line of every ``sh`` block in
-README.md is run with ``bash -c``, with the environment's ``bin`` folder
-(where ``make install`` put ``collspec`` and ``pytest``) first on PATH, in a
-fresh folder that holds the files the README says to save ("Save as
-``NAME``:" before a block) and a link to the checkout's ``models/`` (the
-bundled corpora the README checks by path). Each must exit 0. Not run:
-
-- lines starting with ``make`` or ``source``: the setup line itself (this
-  test runs inside the environment it creates) and the project's own
-  targets (``make test`` is this suite; ``make verify``, ``make docs`` and
-  ``make bench`` take minutes and run in CI);
-- lines that need a GPU (``--backend nccl``, ``--device cuda``) where torch
-  sees none: skipped with that reason.
-"""
+"""The README and the usage pages under docs/: every command runs, exactly
+as written, after the README's own setup line (the rule of what is run and
+what is not, and why, is in tests/doc_commands.py), every link resolves,
+and the README stays short."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -25,107 +12,86 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from doc_commands import ROOT, blocks, run_block, saved_files, sh_blocks
+
 README = ROOT / "README.md"
-BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
-SAVE_AS = re.compile(r"Save as `([\w.-]+)`:\s*$")
-
-
-def blocks() -> list[tuple[str, str, str]]:
-    """(language, text, the line before the block) of every fenced block."""
-    text = README.read_text(encoding="utf-8")
-    out = []
-    for match in BLOCK.finditer(text):
-        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        out.append((match.group(1), match.group(2), before))
-    return out
-
-
-def saved_files() -> dict[str, str]:
-    """The files the README asks the reader to save: name -> text."""
-    return {m.group(1): body for _, body, before in blocks() if (m := SAVE_AS.search(before))}
-
-
-def commands() -> list[str]:
-    return [line.strip() for language, body, _ in blocks() if language == "sh" for line in body.splitlines() if line.strip()]
-
-
-def run_rule(command: str) -> str | None:
-    """None to run the command, else why it is not run."""
-    if command.startswith(("make ", "source ")):
-        return "setup line or project target"
-    if "--backend nccl" in command or "--device cuda" in command:
-        import torch
-
-        if not torch.cuda.is_available():
-            return "needs a CUDA GPU"
-    return None
-
-
-def test_the_readme_has_its_parts():
-    langs = [language for language, _, _ in blocks()]
-    assert langs[0] == "sh" and "make install" in blocks()[0][1] and "source .venv/bin/activate" in blocks()[0][1]
-    assert set(saved_files()) == {"ring2.json", "my_kernels.py"}
-    assert len(README.read_text().split()) < 1300
-
-
-def test_the_setup_line_is_the_only_make_install():
-    setup = [c for c in commands() if c.startswith(("make install", "source"))]
-    assert [c.split("#")[0].strip() for c in setup] == ["make install", "source .venv/bin/activate"]
-
-
-def sh_blocks() -> list[list[str]]:
-    """The commands of each ``sh`` block, in order (a block's later lines may
-    read what its earlier lines wrote)."""
-    return [[line.strip() for line in body.splitlines() if line.strip()] for language, body, _ in blocks() if language == "sh"]
-
-
+#: usage pages whose commands run here (docs/install.md installs, so it is not run)
+PAGES = ("README.md", "docs/schedule-format.md", "docs/backends.md", "docs/corpora.md", "docs/gpu.md")
 SLOW = ("conform", "pytest ")
 
 
-def block_param(k: int, block: list[str]):
-    marks = [pytest.mark.slow] if any(s in c for c in block for s in SLOW) else []
-    return pytest.param(block, marks=marks, id=f"block{k}:" + block[0].split("#")[0].strip())
+def params():
+    out = []
+    for page in PAGES:
+        for k, block in enumerate(sh_blocks((ROOT / page).read_text())):
+            marks = [pytest.mark.slow] if any(s in c for c in block for s in SLOW) else []
+            out.append(pytest.param(page, block, marks=marks, id=f"{page}:{k}:{block[0].split('#')[0].strip()}"))
+    return out
 
 
-@pytest.mark.parametrize("block", [block_param(k, b) for k, b in enumerate(sh_blocks())])
-def test_readme_commands_run(block, tmp_path):
-    for name, text in saved_files().items():
-        (tmp_path / name).write_text(text)
-    (tmp_path / "models").symlink_to(ROOT / "models")
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    ran, skipped = [], []
-    for command in block:
-        reason = run_rule(command)
-        if reason:
-            skipped.append(f"{command}: {reason}")
-            continue
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
-        assert result.returncode == 0, f"{command}\nexit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        if "--collspec-backend" in command:
-            assert re.search(r"\b1 passed\b", result.stdout) and "error" not in result.stdout.split("passed")[-1], result.stdout[-2000:]
-        ran.append(command)
+@pytest.mark.parametrize("page, block", params())
+def test_page_commands_run(page, block, tmp_path):
+    ran, skipped = run_block((ROOT / page).read_text(), block, tmp_path)
     if not ran:
         pytest.skip("; ".join(skipped))
 
 
+def test_the_readme_has_its_parts():
+    text = README.read_text()
+    first = blocks(text)[0]
+    assert first[0] == "sh" and "make install" in first[1] and "source .venv/bin/activate" in first[1]
+    assert set(saved_files(text)) == {"ring2.json", "my_kernels.py"}
+    assert len(text.split()) < 1300
+    for heading in ("## Getting started", "## Check a schedule file", "## Prove, explain, cost", "## Conform a backend",
+                    "## Read the reference", "## Exit status", "## Development"):
+        assert heading in text
+
+
+def test_the_setup_line_is_the_only_make_install():
+    setup = [c for block in sh_blocks(README.read_text()) for c in block if c.startswith(("make install", "source"))]
+    assert [c.split("#")[0].strip() for c in setup] == ["make install", "source .venv/bin/activate"]
+
+
 def test_the_readmes_broken_example_is_reported(tmp_path):
-    """"Change the first "reduce" to "copy" and check exits 1 naming the missing-contribution"."""
-    text = saved_files()["ring2.json"].replace('"reduce"', '"copy"', 1)
+    """'Change the first "reduce" to "copy" and check exits 1 naming the missing-contribution'."""
+    text = saved_files(README.read_text())["ring2.json"].replace('"reduce"', '"copy"', 1)
     (tmp_path / "broken.json").write_text(text)
     result = subprocess.run([sys.executable, "-m", "collspec", "check", "broken.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "missing-contribution" in result.stdout, result.stdout + result.stderr
     assert "Change the first `\"reduce\"` to `\"copy\"`" in README.read_text()
 
 
-def test_readme_links_resolve():
-    """Every relative link and image of the README names a file of the checkout.
-    docs/cluster.md and docs/ci.md are written on other branches; until they
-    are merged they are the only names allowed to be missing."""
+@pytest.mark.slow
+def test_the_backend_pages_broken_kernel_is_reported(tmp_path):
+    """docs/backends.md: 'make the second phase add ... and conform exits 1
+    with duplicate-contribution violations'."""
+    text = saved_files((ROOT / "docs" / "backends.md").read_text())["ring_kernel.py"]
+    broken = text.replace("chunks[theirs].copy_(incoming)", "chunks[theirs].add_(incoming)")
+    assert broken != text
+    (tmp_path / "broken.py").write_text(broken)
+    result = subprocess.run([sys.executable, "-m", "collspec", "conform", "--backend", "broken.py:RingAllReduce", "--world-size", "2",
+                             "--quick", "-c", "allreduce", "--op", "sum", "--dtype", "int32", "--json", "-"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=280)
+    assert result.returncode == 1, result.stderr
+    kinds = {v["kind"] for v in __import__("json").loads(result.stdout)["violations"]}
+    assert {"duplicate-contribution", "ranks-disagree"} <= kinds
+
+
+@pytest.mark.parametrize("page", ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
+def test_links_resolve(page):
+    """Every relative link and image of README.md and docs/*.md names a file
+    of the checkout. docs/cluster.md and docs/ci.md are written on other
+    branches; until they are merged they are the only names allowed to be
+    missing."""
     written_elsewhere = {"docs/cluster.md", "docs/ci.md"}
-    targets = re.findall(r"\]\(([^)#\s]+)\)", README.read_text())
-    assert targets
-    missing = [t for t in targets if not t.startswith(("http:", "https:")) and not (ROOT / t).exists()]
+    path = ROOT / page
+    missing = []
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        resolved = (path.parent / target).resolve()
+        if not resolved.exists():
+            missing.append(resolved.relative_to(ROOT).as_posix())
     assert set(missing) <= written_elsewhere, missing
 
 
