@@ -36,6 +36,29 @@ KINDS = (
     "lint",  # format drift and executor limits in MSCCL files (always a warning)
 )
 
+#: One sentence per kind: what it means (the reference's violations page shows each).
+DEFINITIONS = {
+    "wrong-column": "A transfer combines a chunk into a different chunk of the receiver (chunk c added into chunk d != c), so two columns of the vector get mixed.",
+    "link-repeat": "The same chunk crosses the same directed link twice within one phase, which a bandwidth-optimal schedule never needs.",
+    "link-overload": "A directed link carries more chunks in one step than its capacity (1 by default).",
+    "missing-contribution": "An output cell ends without some rank's input for that chunk.",
+    "duplicate-contribution": "An output cell counts some rank's input for that chunk more than once.",
+    "postcondition": "The result breaks the collective's definition in some other way (for example chunks ending on the wrong ranks), or a proof is not proved.",
+    "unmatched": "A send has no matching receive, or a receive no matching send (MSCCL, MSCCL++).",
+    "deadlock": "Some thread blocks or ranks wait for each other forever, so the program cannot finish.",
+    "race": "Two transfers or thread blocks write the same cell, or one reads a cell another writes, with nothing ordering them.",
+    "malformed": "The input cannot be read: bad JSON or XML, a missing field, a rank or chunk out of range.",
+    "not-bandwidth-optimal": "A rank sends or receives more than the lower bound for the collective (a warning).",
+    "wrong-value": "A real backend's result differs from the spec's beyond the summation error bound.",
+    "ranks-disagree": "Ranks end with different bits for the same element (an error for a real backend; for a schedule, a warning that ranks reduce in different orders).",
+    "hang": "A rank did not return within the timeout.",
+    "crash": "A rank raised an exception or died.",
+    "unsupported": "The backend has no method for the collective, or refused an (op, dtype); never counted as a pass.",
+    "operand-order": "A non-commutative reduction (the compose op) combined the ranks' operands in an order other than rank order.",
+    "not-reproducible": "The same inputs gave different bits on another call (a warning, with --repeat).",
+    "lint": "Format drift between executors or an executor's limit in an MSCCL or MSCCL++ file (a warning).",
+}
+
 
 @dataclass(frozen=True)
 class Violation:
