@@ -467,17 +467,18 @@ SUMMARIES = {
 }
 
 
-def algorithms_index() -> str:
+def algorithms_index(chosen: list[str] | None = None) -> str:
     lines = [rst_title("Algorithms", "#", over=True),
              "The built-in algorithms (``collspec.models.generators.ALGORITHMS``), one page each with its diagrams, cost and "
              "proofs. ``collspec check -a NAME -c COLLECTIVE -n N`` checks one; ``collspec explain NAME --ranks N`` shows it "
              "hop by hop.", "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 18 30 52", "",
              "   * - algorithm", "     - collectives", "     - how it works"]
-    for a in ALGORITHMS:
+    chosen = list(ALGORITHMS) if chosen is None else chosen
+    for a in chosen:
         lines += [f"   * - :doc:`{a}`", f"     - {', '.join(ALGORITHMS[a])}", f"     - {SUMMARIES.get(a, '')}"]
     lines += ["", ".. toctree::", "   :hidden:", ""]
-    return "\n".join(lines + [f"   {a}" for a in ALGORITHMS]) + "\n"
+    return "\n".join(lines + [f"   {a}" for a in chosen]) + "\n"
 
 
 def cli_page() -> str:
@@ -722,8 +723,9 @@ def setup(app):
 '''
 
 
-def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = True) -> dict:
-    """Write every page into ``src`` (a fresh folder); return what was made."""
+def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = True, algorithms: tuple[str, ...] | None = None) -> dict:
+    """Write every page into ``src`` (a fresh folder); return what was made.
+    ``algorithms`` limits the algorithm pages to those (a small site, for tests)."""
     if src.exists():
         shutil.rmtree(src)
     (src / "algorithms").mkdir(parents=True)
@@ -749,7 +751,8 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
     from collspec.models.page import explain_page
 
     cases = diagram_cases()
-    for algorithm in ALGORITHMS:
+    chosen = [a for a in ALGORITHMS if algorithms is None or a in algorithms]
+    for algorithm in chosen:
         collective = cost_collective(algorithm)
         schedule = generate(algorithm, collective, 4)
         example = "seed" if algorithm == "ring-seed" or (schedule.chunks == 4 and collective == "allreduce") else "random"
@@ -760,7 +763,7 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
         (src / "_extra" / "explain" / f"{algorithm}.html").write_text(page, encoding="utf-8")
         cost_plot(algorithm, src / "plots" / f"{algorithm}.svg")
         (src / "algorithms" / f"{algorithm}.rst").write_text(algorithm_page(algorithm, proofs_about(algorithm, rows), cases, f"{algorithm}.html"))
-    (src / "algorithms" / "index.rst").write_text(algorithms_index())
+    (src / "algorithms" / "index.rst").write_text(algorithms_index(chosen))
     (src / "index.rst").write_text(index_page(has))
     (src / "reference").mkdir()
     for name, text in reference_pages().items():
@@ -816,13 +819,19 @@ def remote_resources(folder: Path) -> list[str]:
     return found
 
 
-def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False, conform: bool = True) -> int:
+def warnings_log(out: Path) -> Path:
+    """Where :func:`build` writes Sphinx's warnings for the site in ``out``."""
+    return out.parent / f"{out.name}-warnings.log"
+
+
+def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False, conform: bool = True,
+          algorithms: tuple[str, ...] | None = None) -> int:
     from sphinx.cmd.build import build_main
 
-    made = generate_sources(src, prove_json, conform)
+    made = generate_sources(src, prove_json, conform, algorithms)
     if out.exists():
         shutil.rmtree(out)
-    code = build_main(["-q", "-b", "html", "-d", str(src.parent / "docs-doctrees"), str(src), str(out)])
+    code = build_main(["-q", "-b", "html", "-d", str(src.parent / "docs-doctrees"), "-w", str(warnings_log(out)), str(src), str(out)])
     if code == 0 and doctest:
         code = build_main(["-q", "-b", "doctest", "-d", str(src.parent / "docs-doctrees"), str(src), str(src.parent / "docs-doctest")])
     remote = remote_resources(out) if code == 0 else []
@@ -841,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--prove-json", help="use this `collspec prove --json` report instead of running the proofs")
     b.add_argument("--doctest", action="store_true", help="also run Sphinx's doctest builder over the pages")
     b.add_argument("--no-conform", action="store_true", help="leave out the conformance zoo's reports (they run real rank processes)")
+    b.add_argument("--algorithms", metavar="A[,A...]", help="only these algorithms' pages (a small site, for tests)")
     sub.add_parser("diagrams", help="rewrite docs/diagrams/ from the schedules")
     args = parser.parse_args(argv)
     if args.command == "diagrams":
@@ -848,7 +858,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"docs/diagrams: {len(names)} diagrams")
         return 0
     started = time.perf_counter()
-    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest, not args.no_conform)
+    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest, not args.no_conform,
+                 tuple(args.algorithms.split(",")) if args.algorithms else None)
     print(f"docs: built in {time.perf_counter() - started:.1f} s")
     return code
 
