@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_SRC, BUILT = ROOT / "build" / "docs-src", ROOT / "build" / "docs"
 #: what the site is made from: a file changed here after the build makes build/docs stale
+#: (docs/screenshots/ is not: the browser tests write it, and no page shows it)
 INPUTS = ("docs", "spec", "models", "proofs", "impl", "conformance", "collspec", "tests/zoo", "tests/zoo_msccl", "tests/zoo_backends",
           "README.md", "pyproject.toml", "constraints.txt")
 
@@ -47,7 +48,7 @@ def newest_input() -> float:
     newest = 0.0
     for name in INPUTS:
         path = ROOT / name
-        files = [path] if path.is_file() else (p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        files = [path] if path.is_file() else (p for p in path.rglob("*") if p.is_file() and not {"__pycache__", "screenshots"} & set(p.parts))
         for file in files:
             newest = max(newest, file.stat().st_mtime)
     return newest

@@ -238,3 +238,15 @@ def test_mpi_messages_are_never_cut_mid_word():
     assert whole("x: " + "word " * 60 + "cutmid").endswith("word …")
     assert gen_mpi.clip("alpha beta gamma", 12) == "alpha …"
     assert not re.search(r"provided argumen\b|\bFat \(", (ROOT / "docs" / "mpi.md").read_text())
+
+
+def test_not_applicable_summary_names_every_count():
+    from types import SimpleNamespace
+
+    from collspec.conformance.output import not_applicable_lines
+
+    note = "a count of {} does not split evenly over 4 ranks: unequal blocks go to reduce_scatter_v, which the backend does not define"
+    outcomes = [SimpleNamespace(status="n/a", case=SimpleNamespace(collective="reduce_scatter", count=n), note=note.format(n)) for n in (5, 1009, 5, 7)]
+    outcomes.append(SimpleNamespace(status="pass", case=SimpleNamespace(collective="reduce_scatter", count=8), note=""))
+    assert not_applicable_lines(outcomes) == ["  4 x n/a reduce_scatter: counts 5, 7, 1009 do not split evenly over 4 ranks: unequal blocks go "
+                                              "to reduce_scatter_v, which the backend does not define"]
