@@ -250,3 +250,10 @@ def test_not_applicable_summary_names_every_count():
     outcomes.append(SimpleNamespace(status="pass", case=SimpleNamespace(collective="reduce_scatter", count=8), note=""))
     assert not_applicable_lines(outcomes) == ["  4 x n/a reduce_scatter: counts 5, 7, 1009 do not split evenly over 4 ranks: unequal blocks go "
                                               "to reduce_scatter_v, which the backend does not define"]
+
+
+def test_constraints_name_no_make_variable_the_makefile_lacks():
+    makefile = (ROOT / "Makefile").read_text()
+    for variable in re.findall(r"make (\w+)=", (ROOT / "constraints.txt").read_text()):
+        assert re.search(rf"^{variable}\s*\??=", makefile, re.M), variable
+    assert "make TORCH=" not in (ROOT / "constraints.txt").read_text()
