@@ -27,8 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILT_SRC, BUILT = ROOT / "build" / "docs-src", ROOT / "build" / "docs"
 #: what the site is made from: a file changed here after the build makes build/docs stale
 #: (docs/screenshots/ is not: the browser tests write it, and no page shows it)
-INPUTS = ("docs", "spec", "models", "proofs", "impl", "conformance", "collspec", "tests/zoo", "tests/zoo_msccl", "tests/zoo_backends",
-          "README.md", "pyproject.toml", "constraints.txt")
+INPUTS = ("docs", "spec", "models", "proofs", "impl", "conformance", "collspec", "tests/zoo", "tests/zoo_msccl", "tests/zoo_backends")
 
 
 def sitegen():
