@@ -608,9 +608,10 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conf
 
     out = [rst_title("Violation kinds", "#", over=True),
            "What the checkers report (:data:`collspec.spec.violations.KINDS`, the ``kind`` of every violation in a JSON "
-           "report). Each kind comes with a file of the bug zoo that shows it — hand-broken schedules under ``tests/zoo/``, "
-           "broken MSCCL programs under ``tests/zoo_msccl/`` — and the report ``collspec check FILE --json -`` writes for it, "
-           "produced while this site was built. The test suite asserts the same reports.", ""]
+           "report): each kind's definition, then an example. Where the bug zoo has a file that shows the kind — hand-broken "
+           "schedules under ``tests/zoo/``, broken MSCCL programs under ``tests/zoo_msccl/``, broken backends under "
+           "``tests/zoo_backends/`` — the example is that file and the report collspec writes for it, produced while this site "
+           "was built; the test suite asserts the same reports.", ""]
     backends = _zoo_backend_table()
     recorded = recorded_examples()
     for kind in KINDS:

@@ -121,6 +121,9 @@ def test_site_index_and_an_algorithm_page_load_offline(browser):
     assert page.locator("h1").first.inner_text().startswith("collspec: collective operations, specified")
     assert "-0.5,  0.5, -2.5,  0.5" in page.inner_text("article")
     page.screenshot(path=str(SHOTS / "site-index.png"))
+    ring = page.locator("section#how-a-ring-all-reduce-runs")
+    assert ring.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")
+    ring.screenshot(path=str(SHOTS / "site-index-ring.png"))
     assert page.locator("article img[src='_images/ring-seed-allreduce-4.svg']").count() == 1  # the ring picture
     page.locator("article").get_by_role("link", name="algorithms", exact=True).first.click()
     page.wait_for_url("**/algorithms/index.html")  # and its load event
