@@ -19,14 +19,14 @@ from .spec.errors import CollspecError
 
 #: (name, one-line help). The module is collspec.commands.<name>.
 COMMANDS: list[tuple[str, str]] = [
-    ("verify", "the main job: prove, check every built-in algorithm and the MSCCL corpus, conform gloo"),
+    ("verify", "the main job: prove, check every built-in algorithm and the bundled MSCCL and MSCCL++ corpora, conform gloo"),
     ("prove", "run the machine-checked proofs (Z3)"),
-    ("check", "check a schedule file (.json or MSCCL .xml) or a built-in algorithm"),
+    ("check", "check a schedule file (.json schedule, MSCCL .xml, MSCCL++ .json plan) or a built-in algorithm"),
     ("explain", "hop-by-hop state of an algorithm, with the contributors of every cell"),
     ("cost", "per-rank and per-link traffic, steps, alpha-beta time and the lower bound"),
     ("conform", "check a real implementation (gloo, MPI, NCCL, your own class) against the spec"),
     ("bench", "algorithm and bus bandwidth of a backend, as nccl-tests computes them"),
-    ("export", "write a built-in algorithm as an MSCCL XML program"),
+    ("export", "write a built-in algorithm as an MSCCL XML program or an MSCCL++ execution plan"),
     ("report", "merge the partial reports of a conformance job's ranks (conform --launcher external)"),
 ]
 

@@ -54,7 +54,8 @@ def write_json(data: dict[str, Any], path: str) -> None:
 
 def write_text(text: str, path: str) -> None:
     """Write ``text`` to ``path`` atomically (a reader sees the old file or the
-    whole new one), or to stdout when path is '-'."""
+    whole new one), or to stdout when path is '-'. The file gets the mode an
+    ordinary new file gets (0666 less the umask), not mkstemp's private 0600."""
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -66,6 +67,9 @@ def write_text(text: str, path: str) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

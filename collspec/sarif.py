@@ -3,7 +3,7 @@ format GitHub code scanning and other CI systems show as annotations on
 the lines of a pull request.
 
 One ``run`` of the tool ``collspec``. Its rules are the violation kinds of
-:data:`collspec.spec.violations.DESCRIPTIONS` (rule id = kind, the
+:data:`collspec.spec.violations.DEFINITIONS` (rule id = kind, the
 description as its help text). One ``result`` per violation and warning:
 ``level`` ``error`` or ``warning``, the violation's message, and a
 location at the file and, where known, the line and column of the
@@ -33,7 +33,7 @@ SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sar
 
 
 def _rules() -> list[dict]:
-    from .spec.violations import DESCRIPTIONS
+    from .spec.violations import DEFINITIONS
 
     return [
         {
@@ -42,7 +42,7 @@ def _rules() -> list[dict]:
             "shortDescription": {"text": text},
             "help": {"text": text},
         }
-        for kind, text in DESCRIPTIONS.items()
+        for kind, text in DEFINITIONS.items()
     ]
 
 

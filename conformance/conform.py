@@ -392,6 +392,10 @@ def _check_options(spec, world_size, timeout, launcher, collectives, dtypes, ops
         for value in values or ():
             if value not in allowed:
                 raise CollspecError(f"unknown {what} {value!r}; use one of {', '.join(allowed)}")
+    if spec.library is not None and not mpi_libs.library(spec.library).available():
+        lib = mpi_libs.library(spec.library)
+        raise CollspecError(f"--backend {spec.text}: {lib.title} is not installed under {lib.prefix}; `make install` in collspec's "
+                            "checkout installs it (a plain pip install brings Open MPI only)")
     if spec.device == "cuda":
         import torch
 

@@ -118,7 +118,10 @@ class Mpi:
             refused = (self.MPI.ERR_OP, self.MPI.ERR_TYPE, getattr(self.MPI, "ERR_UNSUPPORTED_OPERATION", self.MPI.ERR_OP))
             if error.Get_error_class() in refused or re.search(self.refusal, text):
                 lines = [re.sub(r"^\S+\(\d+\)\.*:\s*", "", line.strip()) for line in text.splitlines() if line.strip()]
-                raise NotImplementedError(f"MPI refused: {lines[-1] if lines else text}") from error
+                said = lines[-1] if lines else text
+                if len(text) >= self.MPI.MAX_ERROR_STRING - 1:  # the library stopped at its buffer: say so, not a cut word
+                    said += f" … (the library's message stops at its {self.MPI.MAX_ERROR_STRING}-character limit)"
+                raise NotImplementedError(f"MPI refused: {said}") from error
             raise
 
     def _sizes(self, count: int) -> list[int]:

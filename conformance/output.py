@@ -84,13 +84,8 @@ def print_summary(conformance, stream=None, limit: int = 20) -> None:
         print(f"  ... and {len(errors) - limit} more errors (use --json for all of them)", file=stream)
     for (kind, collective, _), (count, note) in _grouped([v for v in report.violations if not v.is_error]).items():
         print(f"  {count} x {kind} {collective}: {note}", file=stream)
-    not_applicable: dict[tuple, list] = {}
-    for outcome in conformance.outcomes:
-        if outcome.status == "n/a":
-            key = (outcome.case.collective, re.sub(r"\d+", "#", outcome.note))
-            not_applicable.setdefault(key, [0, outcome.note])[0] += 1
-    for (collective, _), (count, note) in not_applicable.items():
-        print(f"  {count} x n/a {collective}: {note}", file=stream)
+    for line in not_applicable_lines(conformance.outcomes):
+        print(line, file=stream)
     verdict = "ok" if report.ok else "FAILED"
     print(f"conform {conformance.backend.text}: {verdict} ({len(errors)} errors; {conformance.summary()})", file=stream)
 
@@ -103,3 +98,23 @@ def _grouped(warnings) -> dict[tuple, list]:
         key = (v.kind, v.details.get("collective", ""), re.sub(r"\d+", "#", note))
         groups.setdefault(key, [0, note])[0] += 1
     return groups
+
+
+def not_applicable_lines(outcomes) -> list[str]:
+    """One line per collective and reason for the ``n/a`` cases, naming every
+    count the line covers (not only the first case's)."""
+    groups: dict[tuple, list] = {}
+    for outcome in outcomes:
+        if outcome.status == "n/a":
+            key = (outcome.case.collective, re.sub(r"\d+", "#", outcome.note))
+            group = groups.setdefault(key, [0, outcome.note, []])
+            group[0] += 1
+            if outcome.case.count not in group[2]:
+                group[2].append(outcome.case.count)
+    lines = []
+    for (collective, _), (count, note, counts) in groups.items():
+        if len(counts) > 1:
+            listed = ", ".join(map(str, sorted(counts)))
+            note = re.sub(r"^a count of \d+ does not split", f"counts {listed} do not split", note)
+        lines.append(f"  {count} x n/a {collective}: {note}")
+    return lines

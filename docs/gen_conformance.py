@@ -169,7 +169,7 @@ def environment() -> str:
     library = MPI.Get_library_version().splitlines()[0].split(",")[0]
     return (f"Measured with torch {torch.__version__}, mpi4py {mpi4py.__version__}, {library}, "
             f"Python {platform.python_version()}, on {platform.machine()} with {os.cpu_count()} cores "
-            f"({platform.system()} {platform.release()}).")
+            f"({platform.system()}).")
 
 
 def page(results: dict) -> str:

@@ -55,7 +55,7 @@ def record_of(result) -> dict:
                _numbers(d.get("known") or d.get("reason") or d.get("said") or re.sub(r"^\S+: ", "", v.message))[:400])
         entry = groups.setdefault(key, {"collective": key[0], "algorithm": key[1], "kind": v.kind,
                                         "severity": v.severity, "summary": key[3], "count": 0,
-                                        "example": v.message[:400], "log": d.get("log", [])[-4:]})
+                                        "example": clip(v.message, 400), "log": d.get("log", [])[-4:]})
         entry["count"] += 1
     return {
         "library": result.settings["library"],
@@ -146,22 +146,17 @@ FINDINGS = """## Findings, in words
   says (`ompi_coll_base_allgatherv_intra_two_procs` in
   `ompi/mca/coll/base/coll_base_allgatherv.c` returns
   `MPI_ERR_UNSUPPORTED_OPERATION` unless the communicator has 2 ranks; so
-  does allgather `two_proc`), so `unsupported`. An earlier record showed
-  these 16 cases as `crash`: that was the harness's error, not the
-  library's. The MPI shim exchanged the per-rank block sizes with mpi4py's
-  pickled `allgather`, which runs `MPI_Allgatherv`, so the forced
-  `two_proc` refused the shim's own bookkeeping, outside the call under
-  test, and the error was not read as a refusal. The sizes now go by
-  `MPI_Allgather` of one int64 per rank (`conformance/mpi_backend.py`).
+  does allgather `two_proc`), so `unsupported`. The MPI backend exchanges
+  the per-rank block sizes by `MPI_Allgather` of one int64 per rank
+  (`conformance/mpi_backend.py`), never by a v-form call, so a forced
+  algorithm applies only to the call under test.
 - **MPICH 5.0.x, reduce-scatter `noncommutative`: an internal assertion
   fails** for unequal per-rank counts: every one of the 11 out-of-place
   `MPI_Reduce_scatter` cases with unequal counts dies with MPICH's own
   "Assertion failed in file .../reduce_scatter_intra_noncommutative.c at
   line 48: recvcounts[i] == recvcounts[i + 1]"
   (`src/mpi/coll/reduce_scatter/reduce_scatter_intra_noncommutative.c`
-  asserts instead of returning "not usable"; the issue's probe also
-  reports an assertion for rank counts that are not a power of two,
-  which 4 ranks cannot reach), and the rank aborts: a
+  asserts instead of returning "not usable"), and the rank aborts: a
   `crash` of that algorithm on each such case; the sweep restarts the
   ranks and goes on (a crash costs no restart budget, so every case has a
   verdict). With equal counts at 4 ranks it is right.
@@ -177,7 +172,7 @@ FINDINGS = """## Findings, in words
   again, where the forced `smp` is not usable), bcast
   in `MPID_InitCompleted > MPIR_nodeid_init`. Every case of these is
   `unsupported` with that message and the call chain (the error stack
-  MPICH prints); an earlier record had them `not-run`.
+  MPICH prints).
 - **Intel MPI 2021.x, reduce-scatter-block preset 2
   (`I_MPI_ADJUST_REDUCE_SCATTER_BLOCK=2`), non-commutative ops: wrong
   result on ranks 0 to N-2.** Out of place, rank r's block comes out
@@ -232,18 +227,63 @@ def section(library: str, rec: dict) -> str:
         "",
     ]
     lines += _collective_tables(rec["capability"])
-    errors = [g for g in rec["violations"] if g["severity"] == "error"]
-    refused = [g for g in rec["violations"] if g["kind"] == "unsupported"]
+    whole = _whole_words([g[k] for g in rec["violations"] for k in ("summary", "example")])
+    errors = [dict(g, example=whole(g["example"])) for g in rec["violations"] if g["severity"] == "error"]
+    refused: dict[tuple, dict] = {}
+    for g in rec["violations"]:
+        if g["kind"] == "unsupported":  # a cut message and its whole form are one line
+            key = (g["collective"], g["algorithm"], whole(g["summary"]))
+            refused.setdefault(key, dict(g, summary=key[2], count=0))["count"] += g["count"]
+    refused = list(refused.values())
     lines += ["Failures and crashes, by algorithm (numbers in messages replaced by N):", ""]
     for g in errors:
         lines.append(f"- {g['collective']} alg={g['algorithm']}: {g['count']} x {g['kind']}, e.g. `{g['example']}`")
         if g["kind"] == "crash" and g["log"] and not re.search(LAST_WORDS, g["example"]):  # else the example says why
-            lines.append(f"  (the rank's last output: `{' / '.join(x.strip() for x in g['log'])[:300]}`)")
+            lines.append(f"  (the rank's last output: `{clip(' / '.join(x.strip() for x in g['log']), 300)}`)")
     if not errors:
         lines.append("- none")
     lines += ["", "Refused by the library for the arguments (`unsupported`):", ""]
     lines += [f"- {g['collective']} alg={g['algorithm'] or '-'}: {g['summary']} ({g['count']} case(s))" for g in refused] or ["- nothing"]
     return "\n".join(lines)
+
+
+#: lengths at which recorded messages were cut (record_of, conform's reasons, MPI's error strings)
+CUTS = (255, 256, 300, 400, 600)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut at a word boundary and marked
+    with an ellipsis, never mid-word."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 2].rsplit(" ", 1)[0].rstrip(" ,;:(") + " …"
+
+
+def _whole_words(texts: list[str]):
+    """A function that shows a recorded message whole: one that a library or
+    the record cut short (MPI error strings stop at the library's limit) is
+    replaced by the longest recorded message it begins (the same message,
+    whole); one cut mid-word with no whole form recorded is cut back to its
+    last whole word and marked with an ellipsis."""
+    known = sorted(set(texts), key=len)
+
+    def whole(text: str) -> str:
+        longer = [k for k in known if len(k) > len(text) and k.startswith(text)]
+        if longer:
+            return longer[-1]  # the longest: cut texts are prefixes of one another
+        tail = text.rsplit(": ", 1)[-1]  # a message inside an example
+        for k in known:
+            at = k.find(tail)
+            if tail[-1:].isalnum() and at >= 0 and len(k) > at + len(tail) and k[at + len(tail)].isalnum():
+                end = at + len(tail)
+                while end < len(k) and k[end].isalnum():
+                    end += 1
+                return text + k[at + len(tail):end]
+        if len(text) in CUTS or (len(text) >= 250 and text[-1:].isalnum()):
+            return clip(text, len(text) - 1)
+        return text
+
+    return whole
 
 
 def page(record: dict) -> str:

@@ -38,6 +38,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -51,10 +52,34 @@ DIAGRAMS = DOCS / "diagrams"
 ZOO = ROOT / "tests" / "zoo"
 ZOO_MSCCL = ROOT / "tests" / "zoo_msccl"
 ZOO_BACKENDS = ROOT / "tests" / "zoo_backends"
-#: Markdown notes copied into the site when present, with their page titles in the contents.
-NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md", "cluster.md", "ci.md")
+#: Usage pages first in the contents (those present), then the reference; see :data:`NOTES`.
+USAGE = ("install.md", "schedule-format.md", "backends.md", "gpu.md", "corpora.md", "cluster.md", "ci.md")
+#: Notes known to come in this order after the reference pages; any other docs/*.md follows, by name.
+ORDER = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md")
+#: docs/proofs.md is the text of the proofs page (:func:`proofs_page`), not a note of its own.
+PROOFS_TEXT = "proofs.md"
+
+
+def notes(folder: Path = DOCS) -> tuple[str, ...]:
+    """Every Markdown page under docs/ that goes into the site as it is:
+    the usage pages, then the known notes, then any other, by name."""
+    present = {p.name for p in folder.glob("*.md")} - {PROOFS_TEXT}
+    known = [n for n in USAGE + ORDER if n in present]
+    return tuple(known + sorted(present - set(known)))
+
+
+#: Markdown pages copied into the site (every docs/*.md but the proofs text).
+NOTES = notes()
 #: Rank counts tried for an algorithm's diagrams, first that works wins.
 DIAGRAM_RANKS = (4, 6, 8)
+#: Options for an algorithm's diagram where the defaults draw too many chunks
+#: to read (nccl-tree's default is 12 elements: 12 colours over each other).
+DIAGRAM_OPTIONS = {"nccl-tree": {"channels": 2, "count": 4}}
+
+
+def diagram_schedule(algorithm: str, collective: str, n: int):
+    """The schedule an algorithm's diagram draws (with :data:`DIAGRAM_OPTIONS`)."""
+    return generate(algorithm, collective, n, **DIAGRAM_OPTIONS.get(algorithm, {}))
 COST_RANKS = tuple(range(2, 17)) + (20, 24, 28, 32, 40, 48, 56, 64)
 COST_SIZES = ((64 * 1024, "64 KiB"), (256 * 1024 * 1024, "256 MiB"))
 SPEC_MODULES = ("collectives", "contributions", "ops", "accuracy", "floating_point", "bandwidth", "kernel", "dtypes", "violations", "errors")
@@ -80,7 +105,7 @@ def diagram_cases() -> list[tuple[str, str, int]]:
         for collective in table:
             for n in DIAGRAM_RANKS:
                 try:
-                    generate(algorithm, collective, n)
+                    diagram_schedule(algorithm, collective, n)
                 except ScheduleError:
                     continue
                 cases.append((algorithm, collective, n))
@@ -96,11 +121,11 @@ def diagrams() -> dict[str, str]:
     """Every diagram, file name -> SVG text, drawn from the schedules now."""
     out = {}
     for algorithm, collective, n in diagram_cases():
-        schedule = generate(algorithm, collective, n)
+        schedule = diagram_schedule(algorithm, collective, n)
         out[diagram_name(algorithm, collective, n)] = schedule_svg(schedule)
         trees = trees_of(schedule)
         if trees:
-            titles = [f"tree {k + 1}" for k in range(len(trees))] if len(trees) > 1 else [f"{algorithm}, {n} ranks"]
+            titles = [f"tree {k}" for k in range(len(trees))] if len(trees) > 1 else [f"{algorithm}, {n} ranks"]
             out[diagram_name(algorithm, collective, n, "tree")] = forest_svg(trees, titles, f"{schedule.label()}: its tree")
     return out
 
@@ -271,15 +296,35 @@ def index_page(has: set[str]) -> str:
     import collspec.spec as spec
 
     first, _, body = spec.__doc__.partition("\n")
-    contents = ["reference/index", "algorithms/index", "proofs", "violations"] + [n[:-3] for n in NOTES if n in has]
+    usage = [n[:-3] for n in USAGE if n in has]
+    contents = usage[:1] + ["cli"] + usage[1:] + ["reference/index", "algorithms/index", "proofs", "violations"]
+    contents += [n[:-3] for n in sorted(has - set(USAGE), key=lambda n: (n not in ORDER, ORDER.index(n) if n in ORDER else 0, n))]
+    ring = diagram_name("ring-seed", "allreduce", 4)
     return "\n".join([
         rst_title("collspec: collective operations, specified", "#", over=True),
         "This is collspec's reference, built from the code by ``make docs`` and readable offline. "
         "The text below is the package text of :mod:`collspec.spec` (" + first.strip().rstrip(".") + "); "
         "every example on it runs in the test suite. The :doc:`algorithms <algorithms/index>` are drawn from their "
-        "schedules, and what is :doc:`proved <proofs>` about them comes from ``collspec prove``.",
+        "schedules, and what is :doc:`proved <proofs>` about them comes from ``collspec prove``. "
+        "To install and run collspec, start with :doc:`install` and :doc:`the command line <cli>`." if "install.md" in has else
+        "This is collspec's reference, built from the code by ``make docs`` and readable offline. "
+        "The text below is the package text of :mod:`collspec.spec` (" + first.strip().rstrip(".") + "); "
+        "every example on it runs in the test suite.",
         "",
         body,
+        "",
+        rst_title("How a ring all-reduce runs", "="),
+        "The worked example's four ranks in a ring: each rank's vector is cut into four chunks. In each of the first "
+        "three hops every rank sends one chunk to the next rank, which adds it into its own copy (solid arrows: "
+        "reduce-scatter); after them each rank holds the full sum of one chunk. In the last three hops those sums are "
+        "copied around the ring (dashed arrows: all-gather). Each arrow's colour is the chunk it carries.",
+        "",
+        f".. image:: diagrams/{ring}",
+        "   :alt: ring-seed all-reduce on 4 ranks: 6 hops, one arrow per transfer",
+        "",
+        "Step through the same example hop by hop, with every cell's value and which ranks' inputs it holds: "
+        "`the step-through page <explain/ring-seed.html>`_ (arrow keys move between hops; "
+        "``collspec explain ring-seed --html FILE`` writes it).",
         "",
         ".. toctree::",
         "   :maxdepth: 1",
@@ -352,6 +397,16 @@ def _demote(text: str) -> str:
     return "\n".join(lines)
 
 
+def link_notes(text: str, up: str = "") -> str:
+    """``docs/NAME.md`` in plain text (not inside ````code````) becomes a link
+    to that note's page when the note exists."""
+    parts = text.split("``")
+    for k in range(0, len(parts), 2):
+        parts[k] = re.sub(r"(?<![\w/.])docs/([\w-]+)\.md\b",
+                          lambda m: f":doc:`docs/{m[1]}.md <{up}{m[1]}>`" if (DOCS / f"{m[1]}.md").exists() else m[0], parts[k])
+    return "``".join(parts)
+
+
 def generator_module(algorithm: str):
     """The module that builds an algorithm's schedules (for a table entry
     that is a small lambda, the generator module it calls)."""
@@ -371,7 +426,7 @@ def algorithm_page(algorithm: str, rows: list[dict], cases: list[tuple[str, str,
     out = [rst_title(algorithm, "#", over=True)]
     collectives = ", ".join(f"``{c}``" for c in ALGORITHMS[algorithm])
     out += [f".. testsetup:: *", "", f"   from {module.__name__} import *", "",
-            f"Collectives: {collectives}. From the text of ``{module.__name__}``:", "", _demote(inspect.cleandoc(module.__doc__ or "")), ""]
+            f"Collectives: {collectives}. From the text of ``{module.__name__}``:", "", link_notes(_demote(inspect.cleandoc(module.__doc__ or "")), "../"), ""]
     out += [rst_title("Diagrams", "="),
             "Drawn by :func:`collspec.models.diagram.schedule_svg` from the schedule itself: ranks as rows, hops as columns, "
             "one arrow per transfer coloured by the chunk it carries, solid for a reduce and dashed for a copy, the phases "
@@ -396,22 +451,75 @@ def algorithm_page(algorithm: str, rows: list[dict], cases: list[tuple[str, str,
     return "\n".join(out) + "\n"
 
 
-def algorithms_index() -> str:
+#: One line per built-in algorithm for the algorithms index.
+SUMMARIES = {
+    "ring": "Ranks in a ring; N-1 hops of reduce-scatter, then N-1 of all-gather. Bandwidth-optimal, 2(N-1) steps.",
+    "ring-seed": "The front page's worked example: the ring rotated so that on the first hop each rank sends the chunk with its own index.",
+    "direct": "Every rank sends its data straight to every other rank in one step. One step, N-1 times the traffic of a ring.",
+    "hub": "Reduce everything to one root, then broadcast the result from it.",
+    "recursive-doubling": "Pairs of ranks exchange whole vectors at distance 1, 2, 4, ...; log2 N steps.",
+    "halving-doubling": "Rabenseifner's algorithm: recursive halving for reduce-scatter, recursive doubling for all-gather.",
+    "binary-tree": "Reduce up a binary tree to the root, broadcast back down it.",
+    "hierarchical-ring": "A ring inside each group of ranks (a node's GPUs), a ring across the groups, a ring inside again.",
+    "nccl-ring": "NCCL's ring with channels, per-channel rings and the last loop's rounding, as NCCL splits the work.",
+    "nccl-tree": "NCCL's double binary tree: two complementary trees, each carrying half of the data.",
+    "nccl-pat": "NCCL's Parallel Aggregated Trees for reduce-scatter and all-gather.",
+}
+
+
+def algorithms_index(chosen: list[str] | None = None) -> str:
     lines = [rst_title("Algorithms", "#", over=True),
-             "The built-in algorithms (``collspec.models.generators.ALGORITHMS``), one page each.", "",
-             ".. toctree::", "   :maxdepth: 1", ""]
-    return "\n".join(lines + [f"   {a}" for a in ALGORITHMS]) + "\n"
+             "The built-in algorithms (``collspec.models.generators.ALGORITHMS``), one page each with its diagrams, cost and "
+             "proofs. ``collspec check -a NAME -c COLLECTIVE -n N`` checks one; ``collspec explain NAME --ranks N`` shows it "
+             "hop by hop.", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 18 30 52", "",
+             "   * - algorithm", "     - collectives", "     - how it works"]
+    chosen = list(ALGORITHMS) if chosen is None else chosen
+    for a in chosen:
+        lines += [f"   * - :doc:`{a}`", f"     - {', '.join(ALGORITHMS[a])}", f"     - {SUMMARIES.get(a, '')}"]
+    lines += ["", ".. toctree::", "   :hidden:", ""]
+    return "\n".join(lines + [f"   {a}" for a in chosen]) + "\n"
 
 
-def proofs_page(rows: list[dict], seconds: float) -> str:
-    out = [rst_title("What is proved", "#", over=True),
-           f"All {len(rows)} rows of the ``collspec prove --json`` report this site was built from (the proofs took {seconds:.1f} s). "
-           "Each algorithm's page lists the rows about it.", ""]
+def cli_page() -> str:
+    """The command line, from collspec's own argparse parsers (so it cannot
+    drift): every subcommand's ``--help``, at a fixed width of 100 columns."""
+    from collspec.cli import COMMANDS, build_parser
+
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = build_parser()
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        out = [rst_title("The command line", "#", over=True),
+               "Generated from collspec's own argument parsers when this site was built: each section is what "
+               "``collspec COMMAND --help`` prints.", "",
+               ".. list-table::", "   :header-rows: 1", "", "   * - command", "     - what it does"]
+        out += [line for name, text in COMMANDS for line in (f"   * - `collspec {name}`_", f"     - {text}")]
+        out += ["", rst_title("collspec", "="), ".. code-block:: text", "", indent(parser.format_help()), ""]
+        for name, _ in COMMANDS:
+            out += [rst_title(f"collspec {name}", "="), ".. code-block:: text", "", indent(subparsers[name].format_help()), ""]
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = previous
+    return "\n".join(out) + "\n"
+
+
+def proofs_page(rows: list[dict], seconds: float, essay: str = "") -> str:
+    """The proofs page, in Markdown: ``essay`` (docs/proofs.md: what is
+    proved, the scopes, the premises, what is not proved), then every row
+    of the ``collspec prove --json`` report the site is built from."""
+    out = [essay.rstrip() + "\n" if essay else "# What is proved\n",
+           "## Every row of `collspec prove`\n",
+           f"All {len(rows)} rows of the `collspec prove --json` report this site was built from (the proofs took {seconds:.1f} s). "
+           "Each algorithm's page lists the rows about it.\n"]
     groups: dict[str, list[dict]] = {}
     for row in rows:
         groups.setdefault(row["name"].partition(".")[0], []).append(row)
     for group, members in groups.items():
-        out += [rst_title(group, "="), proof_table(members, link_algorithms=True), ""]
+        out += [f"### {group}\n", "```{eval-rst}", proof_table(members, link_algorithms=True).rstrip(), "```\n"]
     return "\n".join(out) + "\n"
 
 
@@ -481,18 +589,33 @@ def _zoo_backend_table() -> dict[str, list[tuple[str, str]]]:
     return found
 
 
+def flagged_transfers(report: dict, kind: str) -> set[tuple[int, int, int]]:
+    """(step, src, dst) of every transfer the report's ``kind`` violations
+    name; for ``link-repeat`` also the first crossing (``first_step``)."""
+    out = set()
+    for v in report.get("violations", []):
+        if v["kind"] != kind or None in (v.get("src"), v.get("dst")):
+            continue
+        for step in (v.get("step"), v.get("first_step")):
+            if step is not None:
+                out.add((step, v["src"], v["dst"]))
+    return out
+
+
 def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conformed: list[tuple[str, dict, dict]] = ()) -> str:
     from collspec.models.schedule_json import load
-    from collspec.spec.violations import DESCRIPTIONS, KINDS
+    from collspec.spec.violations import DEFINITIONS, KINDS
 
     out = [rst_title("Violation kinds", "#", over=True),
            "What the checkers report (:data:`collspec.spec.violations.KINDS`, the ``kind`` of every violation in a JSON "
-           "report). Each kind comes with a file of the bug zoo that shows it — hand-broken schedules under ``tests/zoo/``, "
-           "broken MSCCL programs under ``tests/zoo_msccl/`` — and the report ``collspec check FILE --json -`` writes for it, "
-           "produced while this site was built. The test suite asserts the same reports.", ""]
+           "report): each kind's definition, then an example. Where the bug zoo has a file that shows the kind — hand-broken "
+           "schedules under ``tests/zoo/``, broken MSCCL programs under ``tests/zoo_msccl/``, broken backends under "
+           "``tests/zoo_backends/`` — the example is that file and the report collspec writes for it, produced while this site "
+           "was built; the test suite asserts the same reports.", ""]
     backends = _zoo_backend_table()
+    recorded = recorded_examples()
     for kind in KINDS:
-        out += [rst_title(f"``{kind}``", "="), DESCRIPTIONS[kind], ""]
+        out += [rst_title(f"``{kind}``", "="), DEFINITIONS[kind], ""]
         showing = [(p, r) for p, r in reports if any(v["kind"] == kind for v in r.get("violations", []))]
         if showing:
             path, report = min(showing, key=lambda pr: (len({v["kind"] for v in pr[1]["violations"]}), len(pr[1]["violations"]), pr[0].name))
@@ -502,12 +625,14 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conf
                 about = json.loads(path.read_text()).get("name", "")
             out += [f"Zoo example: ``{rel}``" + (f" ({about})." if about else "."), ""]
             if path.suffix == ".json" and kind != "malformed":
-                name = f"zoo-{path.stem}.svg"
-                flagged = {(v["step"], v["src"], v["dst"]) for v in report["violations"] if v["kind"] == kind and None not in (v.get("step"), v.get("src"), v.get("dst"))}
+                name = f"zoo-{path.stem}-{kind}.svg"  # one per kind: each has its own halo
+                flagged = flagged_transfers(report, kind)
                 (diagram_folder / name).write_text(schedule_svg(load(str(path)), flagged=flagged), encoding="utf-8")
                 out += [f".. image:: diagrams/{name}", f"   :alt: the schedule of {path.name}", ""]
                 if flagged:
-                    out += ["The transfers the report names have a red halo.", ""]
+                    named = ", ".join(f"step {s} (hop {s + 1}) {a}->{b}" for s, a, b in sorted(flagged))
+                    out += [f"The transfers the report names have a red halo: {named}. Reports number steps from 0, as the "
+                            "file does; the diagram labels each column with its hop (from 1) and its step.", ""]
             shown = dict(report)
             of_kind = [v for v in report["violations"] if v["kind"] == kind]
             others = len(report["violations"]) - len(of_kind)
@@ -530,9 +655,25 @@ def violations_page(reports: list[tuple[Path, dict]], diagram_folder: Path, conf
             out += ["Reported by ``collspec conform`` on real backends. Zoo backends under ``tests/zoo_backends/`` that show it "
                     "(``tests/test_conformance_zoo.py`` runs each and asserts its exact report):", ""]
             out += [f"- ``{f}``: {bug}" for f, bug in backends[kind]] + [""]
+        elif kind in recorded:
+            note, line = recorded[kind]
+            out += [f"Found in the MPI libraries (:doc:`{note[:-3]}`), as ``collspec conform`` reports it:", "", ".. code-block:: text", "",
+                    indent(textwrap.fill(line, 96, break_long_words=False, break_on_hyphens=False)), ""]
         else:
-            out += ["No zoo file shows this kind yet.", ""]
+            out += ["This page has no example of it.", ""]
     return "\n".join(out) + "\n"
+
+
+def recorded_examples() -> dict[str, tuple[str, str]]:
+    """kind -> (note, one violation line) from the conformance results the
+    Markdown notes record (``N x KIND, e.g. `LINE```), for kinds no zoo file shows."""
+    found: dict[str, tuple[str, str]] = {}
+    for note in ("mpi.md", "conformance.md"):
+        path = DOCS / note
+        if path.exists():
+            for kind, line in re.findall(r"\d+ x ([a-z-]+), e\.g\. `([^`]+)`", path.read_text()):
+                found.setdefault(kind, (note, line))
+    return found
 
 
 CONF = r'''# Generated by docs/sitegen.py; edit that file instead.
@@ -542,6 +683,9 @@ extensions = ["sphinx.ext.autodoc", "sphinx.ext.doctest", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 html_theme = "furo"
 html_title = "collspec reference"
+copyright = "the collspec authors; Apache License 2.0"
+# quotes and ellipses only: "--full" stays two hyphens, never an en dash
+smartquotes_action = "qe"
 html_extra_path = ["_extra"]
 html_static_path = []
 html_show_sourcelink = False
@@ -580,8 +724,9 @@ def setup(app):
 '''
 
 
-def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = True) -> dict:
-    """Write every page into ``src`` (a fresh folder); return what was made."""
+def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = True, algorithms: tuple[str, ...] | None = None) -> dict:
+    """Write every page into ``src`` (a fresh folder); return what was made.
+    ``algorithms`` limits the algorithm pages to those (a small site, for tests)."""
     if src.exists():
         shutil.rmtree(src)
     (src / "algorithms").mkdir(parents=True)
@@ -590,7 +735,7 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
     shutil.copytree(DIAGRAMS, src / "diagrams")
     (src / "conf.py").write_text(CONF)
     has = set()
-    for note in NOTES:
+    for note in notes():
         if (DOCS / note).exists():
             shutil.copy(DOCS / note, src / note)
             has.add(note)
@@ -607,7 +752,8 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
     from collspec.models.page import explain_page
 
     cases = diagram_cases()
-    for algorithm in ALGORITHMS:
+    chosen = [a for a in ALGORITHMS if algorithms is None or a in algorithms]
+    for algorithm in chosen:
         collective = cost_collective(algorithm)
         schedule = generate(algorithm, collective, 4)
         example = "seed" if algorithm == "ring-seed" or (schedule.chunks == 4 and collective == "allreduce") else "random"
@@ -618,12 +764,14 @@ def generate_sources(src: Path, prove_json: Path | None = None, conform: bool = 
         (src / "_extra" / "explain" / f"{algorithm}.html").write_text(page, encoding="utf-8")
         cost_plot(algorithm, src / "plots" / f"{algorithm}.svg")
         (src / "algorithms" / f"{algorithm}.rst").write_text(algorithm_page(algorithm, proofs_about(algorithm, rows), cases, f"{algorithm}.html"))
-    (src / "algorithms" / "index.rst").write_text(algorithms_index())
+    (src / "algorithms" / "index.rst").write_text(algorithms_index(chosen))
     (src / "index.rst").write_text(index_page(has))
     (src / "reference").mkdir()
     for name, text in reference_pages().items():
         (src / "reference" / name).write_text(text)
-    (src / "proofs.rst").write_text(proofs_page(rows, prove_seconds))
+    essay = (DOCS / PROOFS_TEXT).read_text() if (DOCS / PROOFS_TEXT).exists() else ""
+    (src / "proofs.md").write_text(proofs_page(rows, prove_seconds, essay))
+    (src / "cli.rst").write_text(cli_page())
     (src / "violations.rst").write_text(violations_page(zoo_reports(), src / "diagrams", conform_reports() if conform else []))
     return {"pages": sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.suffix in (".rst", ".md")), "proofs": len(rows)}
 
@@ -672,13 +820,19 @@ def remote_resources(folder: Path) -> list[str]:
     return found
 
 
-def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False, conform: bool = True) -> int:
+def warnings_log(out: Path) -> Path:
+    """Where :func:`build` writes Sphinx's warnings for the site in ``out``."""
+    return out.parent / f"{out.name}-warnings.log"
+
+
+def build(src: Path, out: Path, prove_json: Path | None = None, doctest: bool = False, conform: bool = True,
+          algorithms: tuple[str, ...] | None = None) -> int:
     from sphinx.cmd.build import build_main
 
-    made = generate_sources(src, prove_json, conform)
+    made = generate_sources(src, prove_json, conform, algorithms)
     if out.exists():
         shutil.rmtree(out)
-    code = build_main(["-q", "-b", "html", "-d", str(src.parent / "docs-doctrees"), str(src), str(out)])
+    code = build_main(["-q", "-b", "html", "-d", str(src.parent / "docs-doctrees"), "-w", str(warnings_log(out)), str(src), str(out)])
     if code == 0 and doctest:
         code = build_main(["-q", "-b", "doctest", "-d", str(src.parent / "docs-doctrees"), str(src), str(src.parent / "docs-doctest")])
     remote = remote_resources(out) if code == 0 else []
@@ -697,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--prove-json", help="use this `collspec prove --json` report instead of running the proofs")
     b.add_argument("--doctest", action="store_true", help="also run Sphinx's doctest builder over the pages")
     b.add_argument("--no-conform", action="store_true", help="leave out the conformance zoo's reports (they run real rank processes)")
+    b.add_argument("--algorithms", metavar="A[,A...]", help="only these algorithms' pages (a small site, for tests)")
     sub.add_parser("diagrams", help="rewrite docs/diagrams/ from the schedules")
     args = parser.parse_args(argv)
     if args.command == "diagrams":
@@ -704,7 +859,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"docs/diagrams: {len(names)} diagrams")
         return 0
     started = time.perf_counter()
-    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest, not args.no_conform)
+    code = build(Path(args.src), Path(args.out), Path(args.prove_json) if args.prove_json else None, args.doctest, not args.no_conform,
+                 tuple(args.algorithms.split(",")) if args.algorithms else None)
     print(f"docs: built in {time.perf_counter() - started:.1f} s")
     return code
 

@@ -108,9 +108,10 @@ def _lanes(step) -> np.ndarray:
 
 
 def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool = True, flagged: set[tuple[int, int, int]] = frozenset()) -> str:
-    """The schedule as an SVG diagram: ranks as rows, hops as columns, one
-    arrow per transfer (colour: chunk carried; solid: reduce; dashed: copy),
-    phases named above the hops. Transfers named in ``flagged`` as
+    """The schedule as an SVG diagram: ranks as rows, hops as columns (each
+    labelled with its hop, from 1, and its step as files and reports number
+    it, from 0), one arrow per transfer (colour: chunk carried; solid:
+    reduce; dashed: copy), named phases above the hops. Transfers named in ``flagged`` as
     (step, src, dst), steps from 0 as in reports, get a red halo
     (``<path class="flag">``) under their arrow."""
     if schedule.transfers > MAX_TRANSFERS:
@@ -135,6 +136,8 @@ def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool 
     shades = ("#eef3fb", "#fbf1e6")
     for k, (phase, first, last) in enumerate(_phases(schedule)):
         x0, x1 = x(first), x(last + 1)
+        if not phase:  # an unnamed phase: no band to label
+            continue
         out.append(f'<g class="phase" data-phase="{escape(phase)}" data-first-hop="{first + 1}" data-last-hop="{last + 1}">')
         out.append(f'<rect x="{x0:.1f}" y="4" width="{x1 - x0:.1f}" height="18" fill="{shades[k % 2]}" stroke="#c8cdd6"/>')
         out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="17" text-anchor="middle" fill="#333">{escape(_fit(phase or "-", x1 - x0))}'
@@ -143,7 +146,9 @@ def schedule_svg(schedule: Schedule, title: str | None = None, standalone: bool 
             out.append(f'<line x1="{x0:.1f}" y1="4" x2="{x0:.1f}" y2="{grid_bottom - 10}" stroke="#9aa3b0" stroke-dasharray="2 3"/>')
         out.append("</g>")
     for s in range(steps):
-        out.append(f'<text class="hop-label" x="{(x(s) + x(s + 1)) / 2:.1f}" y="38" text-anchor="middle" fill="#555">hop {s + 1}</text>')
+        out.append(f'<text class="hop-label" x="{(x(s) + x(s + 1)) / 2:.1f}" y="36" text-anchor="middle" fill="#555">hop {s + 1}</text>')
+        out.append(f'<text class="step-label" x="{(x(s) + x(s + 1)) / 2:.1f}" y="49" text-anchor="middle" fill="#888" '
+                   f'font-size="10">step {s}</text>')
     for r in range(n):
         out.append(f'<text class="rank-label" x="{LEFT - 10}" y="{y(r) + 4:.1f}" text-anchor="end">rank {r}</text>')
         out.append(f'<line class="rank-row" x1="{x(0)}" y1="{y(r):.1f}" x2="{x(max(steps, 1))}" y2="{y(r):.1f}" stroke="#e1e4e8"/>')

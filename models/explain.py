@@ -196,7 +196,7 @@ def render(explanation: Explanation, markdown: bool = False) -> str:
     h = (lambda text, level=2: f"{'#' * level} {text}") if markdown else (lambda text, level=2: text if level == 1 else f"\n{text}")
     out = [h(explanation.title, 1)]
     for k, parent in enumerate(explanation.trees):
-        out.append(h(f"Tree {k + 1} of {len(explanation.trees)}"))
+        out.append(h(f"Tree {k}" if len(explanation.trees) > 1 else "Tree"))  # numbered from 0, as NCCL's tree 0 and tree 1
         out += [("    " if markdown else "  ") + line for line in tree_lines(parent)]
     out.append(h("Start"))
     out += _table(s, explanation.start, explanation.start_sets, markdown)

@@ -181,7 +181,8 @@ class Program:
         )
 
     def describe(self, n: int) -> str:
-        return self.title(n) if self.title else f"{self.algorithm} {self.collective}, {n} ranks"
+        text = self.title(n) if self.title else f"{self.algorithm} {self.collective}, {n} ranks"
+        return text.replace(" 1 ranks", " 1 rank") if n == 1 else text  # the titles are written for N >= 2
 
     def options(self) -> str:
         """This program's option values, as ``name=value`` (for messages)."""

@@ -238,4 +238,4 @@ class Schedule:
         return sum(len(s) for s in self.steps)
 
     def label(self) -> str:
-        return self.name or f"{self.collective} schedule on {self.ranks} ranks"
+        return self.name or f"{self.collective} schedule on {self.ranks} rank{'s' * (self.ranks != 1)}"

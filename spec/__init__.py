@@ -1,10 +1,19 @@
 """collspec.spec: what each collective must compute.
 
 This package is the reference model of the collective operations that
-distributed training runs on. Each collective is a pure function: it takes
-one numpy array per rank (``inputs[r]`` is what rank r contributes) and
-returns what every rank must hold afterwards. The examples on this page are
-executed by the test suite, so they cannot drift from the code.
+distributed training runs on. A job runs as N processes, one per GPU, each
+with a number from 0 to N-1 called its **rank**; a collective is a step
+that every rank calls at the same time and that moves and combines their
+data. In **data-parallel training** every rank holds a full copy of the
+model, computes a gradient on its own share of the batch, and the ranks
+average their gradients before each update; **ZeRO** (and FSDP) shard the
+optimizer state, gradients or weights so that each rank keeps only its
+1/N slice.
+
+Each collective here is a pure function: it takes one numpy array per rank
+(``inputs[r]`` is what rank r contributes) and returns what every rank must
+hold afterwards. The examples on this page are executed by the test suite,
+so they cannot drift from the code.
 
 The three collectives of data-parallel training
 ===============================================
@@ -42,7 +51,7 @@ The identity everything rests on
 
 A reduce-scatter followed by an all-gather is an all-reduce. The ring
 algorithm is exactly these two phases, and ZeRO-style sharding stops after
-the first one.
+the first one (each rank updates only its slice of the weights).
 
 >>> rng = np.random.default_rng(0)
 >>> x = [rng.integers(-9, 9, size=8) for _ in range(4)]
@@ -53,15 +62,16 @@ True
 A worked example: four gradients
 ================================
 
-Four GPUs each computed a gradient for the same four weights w0..w3:
+Four GPUs, ranks 0 to 3, each computed a gradient for the same four
+weights w0..w3:
 
 =====  ====  ====  ====  ====
-card    w0    w1    w2    w3
+rank    w0    w1    w2    w3
 =====  ====  ====  ====  ====
-GPU 0   +1    -1    -1    -1
-GPU 1    0     0    -2     0
-GPU 2   -1    +1    -3    +1
-GPU 3   -2    +2    -4    +2
+  0     +1    -1    -1    -1
+  1      0     0    -2     0
+  2     -1    +1    -3    +1
+  3     -2    +2    -4    +2
 =====  ====  ====  ====  ====
 
 >>> grads = [np.array(row, dtype=np.float32) for row in
@@ -116,10 +126,14 @@ differs from the rank-order sum (while every rank still holds the same bits).
 
 Bad input is refused with the rank and the field named:
 
->>> reduce_scatter([np.zeros(3), np.zeros(3)])
-Traceback (most recent call last):
-...
-collspec.spec.errors.SpecError: reduce_scatter: count 3 is not divisible by 2 ranks; use reduce_scatter_v with per-rank counts
+>>> from collspec.spec import SpecError
+>>> try:
+...     reduce_scatter([np.zeros(3), np.zeros(3)])
+... except SpecError as error:
+...     for part in str(error).split("; "):
+...         print(part)
+reduce_scatter: count 3 is not divisible by 2 ranks
+use reduce_scatter_v with per-rank counts
 """
 
 from .accuracy import Accuracy, check_reduction, error_bound, exact_reduce, gamma

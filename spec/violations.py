@@ -2,7 +2,7 @@
 
 Every checker in collspec (the schedule checker, the MSCCL verifier, the
 proofs, conformance) returns :class:`Violation` values. ``kind`` is one of
-:data:`KINDS`, each explained in :data:`DESCRIPTIONS`; a ``warning`` never makes a report fail.
+:data:`KINDS`, each explained in :data:`DEFINITIONS`; a ``warning`` never makes a report fail.
 
 >>> v = Violation("wrong-column", "rank 2 added rank 1's chunk 0 into its chunk 1", step=2, src=1, dst=2)
 >>> v.to_json()["kind"], v.is_error
@@ -14,31 +14,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: every kind a report may name, with what it means (the help text of
-#: reports that explain their rules, such as SARIF's)
-DESCRIPTIONS = {
-    "wrong-column": "A reduce combined values of different chunks: a chunk may only ever be added into its own column.",
-    "link-repeat": "The same chunk crossed the same directed link twice within one phase.",
-    "link-overload": "A directed link carried more chunks in one step than its capacity.",
-    "missing-contribution": "An output cell lacks a rank's contribution that the collective's definition puts there.",
-    "duplicate-contribution": "An output cell counts a rank's contribution more than once.",
-    "postcondition": "An output is not what the collective's definition requires (wrong place, uninitialised data, a proof that did not hold).",
-    "unmatched": "A send without its receive, or a receive, signal or wait without its partner.",
-    "deadlock": "Some steps can never run: a cycle of waits, or a message that finds no buffer slot.",
-    "race": "Two unordered operations touch the same cell and at least one writes it, so the result depends on timing.",
-    "malformed": "The input cannot be checked as given: bad syntax, a missing or out-of-range field, or a value the executors refuse.",
-    "not-bandwidth-optimal": "The busiest rank moves more data than the collective's lower bound requires (a warning).",
-    "wrong-value": "A backend returned a value other than the one the specification computes.",
-    "ranks-disagree": "Ranks that must hold the same result compute it in different orders or got different bits.",
-    "hang": "A backend did not finish within the time limit.",
-    "crash": "A backend raised an error or a rank process died.",
-    "unsupported": "A backend does not implement the collective, operation or data type.",
-    "operand-order": "A non-commutative reduction combined the ranks' operands out of rank order.",
-    "not-reproducible": "The same inputs gave different bits on another call (a warning).",
-    "lint": "Format drift between executors or an executor limit: the file checks, but a tool or executor may read it differently (a warning).",
+#: Every kind a report may name, with one sentence on what it means (the
+#: reference's violations page shows each; SARIF reports carry it as the rule's help text).
+DEFINITIONS = {
+    "wrong-column": "A transfer combines a chunk into a different chunk of the receiver (chunk c added into chunk d != c), so two columns of the vector get mixed.",
+    "link-repeat": "The same chunk crosses the same directed link twice within one phase, which a bandwidth-optimal schedule never needs.",
+    "link-overload": "A directed link carries more chunks in one step than its capacity (1 by default).",
+    "missing-contribution": "An output cell ends without some rank's input for that chunk.",
+    "duplicate-contribution": "An output cell counts some rank's input for that chunk more than once.",
+    "postcondition": "The result breaks the collective's definition in some other way (for example chunks ending on the wrong ranks), or a proof is not proved.",
+    "unmatched": "A send has no matching receive, or a receive no matching send (MSCCL, MSCCL++).",
+    "deadlock": "Some thread blocks or ranks wait for each other forever, so the program cannot finish.",
+    "race": "Two transfers or thread blocks write the same cell, or one reads a cell another writes, with nothing ordering them.",
+    "malformed": "The input cannot be checked as given: bad JSON or XML, a missing or out-of-range field, or a value the executors would read differently.",
+    "not-bandwidth-optimal": "A rank sends or receives more than the lower bound for the collective (a warning).",
+    "wrong-value": "A real backend's result differs from the spec's beyond the summation error bound.",
+    "ranks-disagree": "Ranks end with different bits for the same element (an error for a real backend; for a schedule, a warning that ranks reduce in different orders).",
+    "hang": "A rank did not return within the timeout.",
+    "crash": "A rank raised an exception or died.",
+    "unsupported": "The backend has no method for the collective, or refused an (op, dtype); never counted as a pass.",
+    "operand-order": "A non-commutative reduction (the compose op) combined the ranks' operands in an order other than rank order.",
+    "not-reproducible": "The same inputs gave different bits on another call (a warning, with --repeat).",
+    "lint": "Format drift between executors or an executor's limit in an MSCCL or MSCCL++ file (a warning).",
 }
 
-KINDS = tuple(DESCRIPTIONS)
+KINDS = tuple(DEFINITIONS)
 
 
 @dataclass(frozen=True)

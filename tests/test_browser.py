@@ -4,7 +4,10 @@ the keyboard, and the site's pages load with nothing from the network.
 Drives Debian's ``chromium`` through playwright (``executable_path``; no
 browser download) with a fresh profile, and saves screenshots under
 ``docs/screenshots/``. Skipped, with the reason, where either is missing
-(``.ci/run`` installs chromium).
+(``.ci/run`` installs chromium). The site is the one ``make docs`` built
+when it is up to date (``.ci/run`` runs ``make docs`` first), else a small
+site of one algorithm built in seconds (tests/site_support.py): never the
+whole site inside a test's timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pytest
 from collspec.models.explain import explain
 from collspec.models.generators import generate
 from collspec.models.page import page_frames
-from site_support import ROOT, built_site, have_sphinx
+from site_support import ROOT, have_sphinx, small_site
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 SHOTS = ROOT / "docs" / "screenshots"
@@ -112,13 +115,17 @@ def test_explain_page_steps_through_the_worked_example(browser, tmp_path):
 @pytest.mark.skipif(not have_sphinx(), reason="Sphinx and furo are not installed (make install installs the docs extra)")
 def test_site_index_and_an_algorithm_page_load_offline(browser):
     page, remote, errors = browser
-    _, out, _ = built_site()
+    out = small_site()
     page.goto((out / "index.html").as_uri())
     assert page.title() == "collspec reference"
     assert page.locator("h1").first.inner_text().startswith("collspec: collective operations, specified")
     assert "-0.5,  0.5, -2.5,  0.5" in page.inner_text("article")
     page.screenshot(path=str(SHOTS / "site-index.png"))
-    page.locator("article").get_by_role("link", name="algorithms", exact=True).click()
+    ring = page.locator("section#how-a-ring-all-reduce-runs")
+    assert ring.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")
+    ring.screenshot(path=str(SHOTS / "site-index-ring.png"))
+    assert page.locator("article img[src='_images/ring-seed-allreduce-4.svg']").count() == 1  # the ring picture
+    page.locator("article").get_by_role("link", name="algorithms", exact=True).first.click()
     page.wait_for_url("**/algorithms/index.html")  # and its load event
     page.locator("article").get_by_role("link", name="ring-seed", exact=True).click()
     page.wait_for_url("**/algorithms/ring-seed.html")
@@ -133,4 +140,10 @@ def test_site_index_and_an_algorithm_page_load_offline(browser):
     assert page.inner_text("#cell-1-0 .value") == "+1" and page.inner_text("#cell-1-0 .contributors") == "0·1"
     page.goto((out / "violations.html").as_uri())
     page.screenshot(path=str(SHOTS / "site-violations.png"))
+    section = page.locator("section#link-repeat")
+    assert section.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")
+    section.screenshot(path=str(SHOTS / "site-violations-link-repeat.png"))
+    page.goto((out / "schedule-format.html").as_uri())
+    assert "ring3.json" in page.inner_text("article")
+    page.screenshot(path=str(SHOTS / "site-schedule-format.png"), full_page=True)
     assert remote == [] and errors == []

@@ -17,7 +17,7 @@ import pytest
 
 from collspec.cli import main
 from collspec.models.json_positions import positions
-from collspec.spec.violations import DESCRIPTIONS, KINDS
+from collspec.spec.violations import DEFINITIONS, KINDS
 
 HERE = Path(__file__).parent
 #: relative paths (SARIF gives them as relative URIs, as code scanning wants)
@@ -66,8 +66,8 @@ def test_rules_are_the_violation_kinds_with_their_descriptions(zoo_log):
     _, log, _, _ = zoo_log
     rules = log["runs"][0]["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == list(KINDS)
-    assert all(r["help"]["text"] == DESCRIPTIONS[r["id"]] for r in rules)
-    assert set(DESCRIPTIONS) == set(KINDS) and all(text.endswith(".") for text in DESCRIPTIONS.values())
+    assert all(r["help"]["text"] == DEFINITIONS[r["id"]] for r in rules)
+    assert set(DEFINITIONS) == set(KINDS) and all(text.endswith(".") for text in DEFINITIONS.values())
 
 
 def test_one_result_per_violation_and_warning(zoo_log):

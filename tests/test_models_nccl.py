@@ -257,7 +257,7 @@ def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
     result = subprocess.run([sys.executable, "-m", "collspec", "explain", "nccl-tree", "--ranks", "6", "--json", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert [t["parent"] for t in json.loads(path.read_text())["trees"]] == [[-1, 2, 4, 2, 0, 4], [1, 5, 3, 1, 3, -1]]
-    assert "Tree 2 of 2\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
+    assert "Tree 1\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
 
 
 # -- nccl-pat: Parallel Aggregated Trees -------------------------------------------------------

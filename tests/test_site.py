@@ -32,8 +32,8 @@ def test_a_changed_schedule_makes_its_diagram_stale(tmp_path, monkeypatch):
     shutil.copytree(gen.DIAGRAMS, tmp_path, dirs_exist_ok=True)  # they match (the test above)
     real = gen.generate
 
-    def changed(algorithm, collective, n):
-        schedule = real(algorithm, collective, n)
+    def changed(algorithm, collective, n, **options):
+        schedule = real(algorithm, collective, n, **options)
         if (algorithm, collective) != ("ring", "allgather"):
             return schedule
         return dataclasses.replace(schedule, steps=schedule.steps[:-1])  # one hop dropped
@@ -116,7 +116,58 @@ def test_site_builds_without_warnings():
 def test_front_page_lists_the_notes_present():
     page = gen.index_page({"conformance.md", "mpi.md", "bench.md"})
     toc = page.split(":caption: Contents\n\n", 1)[1].split()
-    assert toc == ["reference/index", "algorithms/index", "proofs", "violations", "conformance", "mpi", "bench"]
+    assert toc == ["cli", "reference/index", "algorithms/index", "proofs", "violations", "conformance", "mpi", "bench"]
+
+
+#: words of a project's history, not of its product (issues, sessions, records, the machine a text was written on)
+HISTORY = re.compile(r"\bissues? \d+|\bissue's\b|\(issue|\bsessions?\b|earlier record|this machine|closing note|during the tuning|"
+                     r"re-read for this page|no zoo file|this (?:shared )?VM|written when", re.I)
+
+
+def history_in(text: str) -> list[str]:
+    return [line.strip()[:160] for line in text.splitlines() if HISTORY.search(line)]
+
+
+def test_history_finder_finds_history():
+    assert history_in("ok\nthe closing note of issue 7\nmet issue 15's targets on this machine\nAn earlier record showed") == [
+        "the closing note of issue 7", "met issue 15's targets on this machine", "An earlier record showed"]
+    assert history_in("signals issued on one channel\nthe session of a pytest hook") == ["the session of a pytest hook"]
+
+
+@pytest.mark.parametrize("page", ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
+def test_product_text_has_no_history(page):
+    assert history_in((ROOT / page).read_text()) == []
+
+
+def html_text(path: Path) -> str:
+    import html
+
+    page = path.read_text(encoding="utf-8")
+    page = re.sub(r"<(script|style)\b.*?</\1>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+@needs_sphinx
+def test_built_site_has_no_history_no_en_dash_options_and_a_copyright():
+    _, out, _ = built_site()
+    found, dashes, copyright = [], [], []
+    for path in sorted(out.rglob("*.html")):
+        if "_static" in path.parts:
+            continue
+        text = html_text(path)
+        name = path.relative_to(out).as_posix()
+        found += [f"{name}: {line}" for line in history_in(text)]
+        dashes += [f"{name}: {m.group(0)}" for m in re.finditer(r"\S*\u2013[a-z]\S*", text)]
+        if re.search(r"Copyright\s*©\s*(?:\n|$|<)", path.read_text(encoding="utf-8")) or "Copyright" in text and not re.search(r"©\s*\w", text):
+            copyright.append(name)
+    assert found == [] and dashes == [] and copyright == [], (found[:10], dashes[:10], copyright[:10])
+    for page in ("cli.html", "install.html", "schedule-format.html", "backends.html", "gpu.html", "corpora.html"):
+        assert (out / page).exists(), page
+    proofs = html_text(out / "proofs.html")
+    assert "Premises (not proved here)" in proofs and "Every row of collspec prove" in proofs
+    violations = (out / "violations.html").read_text()
+    assert 'class="flag"' in (out / "_images" / "zoo-ring4-duplicated-transfer-link-repeat.svg").read_text()
+    assert "zoo-ring4-duplicated-transfer-link-repeat.svg" in violations
 
 
 @needs_sphinx
@@ -126,7 +177,7 @@ def test_site_diagrams_are_the_schedules():
         name = gen.diagram_name(algorithm, collective, n)
         page = (out / "algorithms" / f"{algorithm}.html").read_text()
         assert f'src="../_images/{name}"' in page
-        assert (out / "_images" / name).read_text() == schedule_svg(generate(algorithm, collective, n))
+        assert (out / "_images" / name).read_text() == schedule_svg(gen.diagram_schedule(algorithm, collective, n))
     ring = (out / "algorithms" / "binary-tree.html").read_text()
     assert 'src="../_images/binary-tree-allreduce-4-tree.svg"' in ring
 

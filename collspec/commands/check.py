@@ -202,6 +202,7 @@ def _print_one(result: batch.FileResult, args) -> None:
     if result.status >= 2:
         print(f"collspec check: error: {result.error}", file=sys.stderr)
     if result.status != 3:
+        _print_proof(result.report.stats, args)
         emit(result.report, args, quiet=result.status == 2)
 
 
@@ -282,6 +283,7 @@ def _check_builtin(args) -> int:
         result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=args.slot_size)
         if args.prove:
             _prove(schedule, result)
+            _print_proof(result.stats, args)
         if len(schedules) > 1:
             violations += [_tag(v, schedule.ranks) for v in result.violations]
             per_schedule.append({"ranks": schedule.ranks, "ok": result.ok, **result.stats})
@@ -308,12 +310,29 @@ def _slots(args) -> int | None:
 
 def _prove(schedule, result) -> None:
     """``--prove``: add the bounded proof's outcome to a check result (or an
-    MSCCL verdict: anything with ``violations`` and ``stats``)."""
+    MSCCL verdict: anything with ``violations`` and ``stats``): a violation
+    when it is not proved, and ``bounded_proof`` (the status) and
+    ``bounded_proof_message`` (the line :func:`_print_proof` prints) in its stats."""
     from ..proofs.schedules import prove_schedule, violations
 
     outcome = prove_schedule(schedule)
     result.violations.extend(violations(schedule, outcome))
     result.stats["bounded_proof"] = outcome.status
+    ranks = f"{schedule.ranks} rank" + ("" if schedule.ranks == 1 else "s")
+    if outcome.status == "proved":
+        line = f"prove: proved: every output cell is right for all input values ({schedule.label()}, {ranks})"
+    else:
+        line = f"prove: {outcome.status}: {' '.join(str(outcome.message).split())}"
+    result.stats["bounded_proof_message"] = line
+
+
+def _print_proof(stats: dict, args) -> None:
+    """The ``--prove`` line of a result, if it has one (on stderr when the
+    JSON report goes to stdout)."""
+    import sys
+
+    if "bounded_proof_message" in stats:
+        print(stats["bounded_proof_message"], file=sys.stderr if getattr(args, "json", None) == "-" else sys.stdout)
 
 
 def _tag(violation, ranks: int):

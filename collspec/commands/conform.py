@@ -99,7 +99,8 @@ def run(args) -> int:
 
     def started(total: int) -> None:
         mode = "quick" if args.quick else "full" if args.full else "default"
-        print(f"collspec conform {args.backend}: {total} cases on {(4 if args.world_size is None else args.world_size)} ranks ({mode})", file=stream, flush=True)
+        ranks = 4 if args.world_size is None else args.world_size
+        print(f"collspec conform {args.backend}: {total} cases on {ranks} rank{'s' * (ranks != 1)} ({mode})", file=stream, flush=True)
         progress.start(total)
 
     result = conform_from_args(args, started, progress)

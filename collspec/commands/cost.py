@@ -53,7 +53,7 @@ def run(args) -> int:
         whole = -(-round(x / unit, 9) // 1)
         return f"{whole:g}P" if nbytes == 1 else f"{whole:g}P = {format_size(whole * nbytes)}"
 
-    header = ["algorithm", "N", "steps", "sent per rank", "≈ rounded up", "busiest rank in+out", "busiest link", "alpha-beta time", "lower bound"]
+    header = ["algorithm", "N", "steps", "sent per rank", "whole P (up)", "busiest rank in+out", "busiest link", "alpha-beta time", "lower bound"]
     table = [
         [label, str(n), str(c.steps), size(c.sent), rounded(c.sent), size(c.busiest_rank_in_out), size(c.busiest_link), format_seconds(c.seconds), f"{size(c.lower_bound_bytes)}, {format_seconds(c.lower_bound_seconds)}"]
         for label, n, c in rows
@@ -63,6 +63,7 @@ def run(args) -> int:
     for r in table:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
     print(f"P = {format_size(nbytes) if nbytes > 1 else '1 unit'}; alpha = {alpha:g} s per step; bandwidth = {format_size(bandwidth)}/s per rank, each way")
+    print("whole P (up): sent per rank rounded up to a whole number of vectors, the figure usually quoted (a ring all-reduce sends 2(N-1)/N P: about 2P)")
     if args.json:
         report = Report("cost", args.algorithm, [], {"rows": [c.to_json() for _, _, c in rows], "alpha": alpha, "bandwidth": bandwidth})
         write_json(report.to_json(), args.json)

@@ -55,6 +55,7 @@ def run(args) -> int:
             if result.counterexample:
                 label = "counterexample" if result.status == FAILED else "undecided at"
                 print(f"    {label}: {_shown(result.counterexample)}", file=out)
+            print(f"    {what_to_do(result)}", file=out)
     seconds = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     trivial = [r for r in results if r.status == TRIVIAL]
@@ -62,6 +63,21 @@ def run(args) -> int:
     by_definition = f", {len(trivial)} true by definition (not counted)" if trivial else ""
     print(f"prove: {len(results)} proofs, {proved} proved{by_definition}, {len(failed)} not proved ({seconds:.1f} s)", file=out)
     return _emit(args, "collspec proofs" + (" --full" if args.full else ""), results, seconds)
+
+
+def why_not_proved(result) -> str:
+    """One line: why a proof row is not proved (a counterexample, or Z3 not
+    deciding a query) and what to do about it."""
+    return f"{result.name}: {result.status}: {' '.join(str(result.message).split())}; {what_to_do(result)}"
+
+
+def what_to_do(result) -> str:
+    from ..proofs.solver import FAILED
+
+    if result.status == FAILED:
+        return "the counterexample is a real bug in the algorithm or its invariant: fix that, then rerun 'collspec prove --only " + result.name + "'"
+    return ("Z3 did not decide a query within its per-query limit, which a busy machine can cause; this is not a counterexample: "
+            "rerun 'collspec prove --only " + result.name + "' when the machine is less loaded")
 
 
 def _prove_schedule(args) -> int:

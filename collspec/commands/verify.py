@@ -120,12 +120,20 @@ def _prove() -> tuple[bool, str]:
     from ..proofs.suite import run_proof, suite
 
     results = [run_proof(p) for p in suite()]
-    failed = [r.name for r in results if not r.ok]
+    return _prove_summary(results)
+
+
+def _prove_summary(results) -> tuple[bool, str]:
+    """(ok, detail) of the proof rows; each row not proved is named with why
+    (a counterexample or an undecided query) and what to do."""
+    from .prove import why_not_proved
+
+    failed = [r for r in results if not r.ok]
     trivial = sum(r.status == "trivial" for r in results)
     proved = [r for r in results if r.status == "proved"]
     every_n = sum(r.scope.startswith("all N") for r in proved)
     detail = f"{len(proved)}/{len(results) - trivial} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
-    return not failed, detail + (f"; not proved: {', '.join(failed[:5])}" if failed else "")
+    return not failed, detail + "".join(f"; not proved: {why_not_proved(r)}" for r in failed[:5])
 
 
 def _conform_gloo() -> tuple[bool, str]:
