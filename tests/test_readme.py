@@ -80,10 +80,7 @@ def test_the_backend_pages_broken_kernel_is_reported(tmp_path):
 @pytest.mark.parametrize("page", ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 def test_links_resolve(page):
     """Every relative link and image of README.md and docs/*.md names a file
-    of the checkout. docs/cluster.md and docs/ci.md are written on other
-    branches; until they are merged they are the only names allowed to be
-    missing."""
-    written_elsewhere = {"docs/cluster.md", "docs/ci.md"}
+    of the checkout."""
     path = ROOT / page
     missing = []
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
@@ -92,7 +89,7 @@ def test_links_resolve(page):
         resolved = (path.parent / target).resolve()
         if not resolved.exists():
             missing.append(resolved.relative_to(ROOT).as_posix())
-    assert set(missing) <= written_elsewhere, missing
+    assert not missing, missing
 
 
 def test_exit_statuses_are_the_contract():
