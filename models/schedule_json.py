@@ -123,7 +123,7 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
                 else:
                     raise fail(f"missing field {side!r} (or 'chunk')", where)
                 columns[side][t] = _integer(value, side if side in transfer else "chunk", 0, chunks - 1, fail, where)
-            if transfer["op"] not in OP_CODES:
+            if not isinstance(transfer["op"], str) or transfer["op"] not in OP_CODES:
                 raise fail(f"field 'op' = {transfer['op']!r}; use 'reduce' or 'copy'", where)
             columns["op"][t] = OP_CODES[transfer["op"]]
         steps.append(Step.of(columns["src"], columns["dst"], columns["src_chunk"], columns["dst_chunk"], columns["op"], phase, step_name))
@@ -137,7 +137,8 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
 
 def _integer(value: Any, field: str, low: int, high: int, fail, where: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise fail(f"field {field!r} must be an integer, got {json.dumps(value)}", where)
+        shown = json.dumps(value)
+        raise fail(f"field {field!r} must be an integer, got {shown if len(shown) <= 60 else shown[:57] + '...'}", where)
     if not low <= value <= high:
         raise fail(f"field {field!r} = {value} is out of range {low}..{high}", where)
     return value

@@ -12,8 +12,8 @@ races, deadlocks, unmatched signals and the result."""
 
 from __future__ import annotations
 
-import os
 
+from ..limits import add_options as add_limit_options
 from ..spec.errors import CollspecError
 from . import add_json_option, emit
 
@@ -39,6 +39,7 @@ def configure(parser):
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
     parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
+    add_limit_options(parser)
     add_json_option(parser)
 
 
@@ -135,55 +136,30 @@ def subjects(args) -> list:
     return [generate(args.algorithm, collective, n, **options) for n in ranks]
 
 
-def is_mscclpp_plan(path: str) -> bool:
-    """Is ``path`` a .json MSCCL++ execution plan (by content)?"""
-    if os.path.splitext(path)[1].lower() != ".json":
-        return False
-    from ..models.mscclpp.parse import MAX_FILE_BYTES, looks_like_plan
-
-    try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            return True  # the plan reader refuses it with the size
-        with open(path, "rb") as handle:
-            return looks_like_plan(handle.read().decode("utf-8", errors="replace"))
-    except OSError:
-        return False
-
-
 def load_schedule(path: str):
-    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program."""
-    extension = os.path.splitext(path)[1].lower()
-    if is_mscclpp_plan(path):
-        from ..models.mscclpp.lower import schedule_of
-        from ..models.mscclpp.parse import load
+    """Load a .json schedule, an MSCCL++ .json plan or an MSCCL .xml program
+    (read once, format by content: :mod:`collspec.inputs`)."""
+    from ..inputs import read_input
 
-        return schedule_of(load(path))
-    if extension == ".json":
-        from ..models.schedule_json import load
-
-        return load(path)
-    if extension == ".xml":
-        from ..models.msccl.lower import schedule_of
-        from ..models.msccl.parse import load
-
-        return schedule_of(load(path))
-    raise CollspecError(f"{path}: unknown schedule format {extension or '(no extension)'}; use .json or .xml")
+    return read_input(path).schedule()
 
 
 def run(args) -> int:
+    from ..inputs import read_input
     from ..models.checker import check
     from ..report import Report
 
     if args.file and args.option:
         raise CollspecError("--option is for --algorithm, not a FILE")
     slots = _slots(args)
-    if args.file and os.path.splitext(args.file)[1].lower() == ".xml" and not args.algorithm:
-        return _check_msccl(args)
-    if args.file and not args.algorithm and is_mscclpp_plan(args.file):
+    source = read_input(args.file) if args.file and not args.algorithm else None
+    if source is not None and source.kind == "xml":
+        return _check_msccl(args, source)
+    if source is not None and source.kind == "plan":
         if slots is not None:
             raise CollspecError("--slots: MSCCL++ plans are not modelled with bounded slots; use a built-in algorithm, a JSON schedule or MSCCL XML")
-        return _check_mscclpp(args)
-    schedules = subjects(args)
+        return _check_mscclpp(args, source)
+    schedules = [source.schedule()] if source is not None else subjects(args)
     violations, per_schedule = [], []
     for schedule in schedules:
         result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=args.slot_size)
@@ -202,14 +178,14 @@ def run(args) -> int:
     return emit(Report("check", subject, violations, stats), args)
 
 
-def _check_msccl(args) -> int:
+def _check_msccl(args, source) -> int:
     """An MSCCL program: the concurrent verifier of collspec.models.msccl."""
-    from ..models.msccl import load, verify
+    from ..models.msccl import verify
     from ..report import Report
 
-    verdict = verify(load(args.file), exact=args.exact, slots=_slots(args), slot_size=args.slot_size)
+    verdict = verify(source.program(), exact=args.exact, slots=_slots(args), slot_size=args.slot_size)
     if args.prove:
-        _prove(load_schedule(args.file), verdict)
+        _prove(source.schedule(), verdict)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 
@@ -224,14 +200,14 @@ def _slots(args) -> int | None:
     return slots
 
 
-def _check_mscclpp(args) -> int:
+def _check_mscclpp(args, source) -> int:
     """An MSCCL++ execution plan: the concurrent verifier of collspec.models.mscclpp."""
-    from ..models.mscclpp import load, verify
+    from ..models.mscclpp import verify
     from ..report import Report
 
-    verdict = verify(load(args.file), exact=args.exact)
+    verdict = verify(source.program(), exact=args.exact)
     if args.prove:
-        _prove(load_schedule(args.file), verdict)
+        _prove(source.schedule(), verdict)
     return emit(Report("check", args.file, verdict.violations, verdict.stats), args)
 
 

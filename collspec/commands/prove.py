@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..limits import add_options as add_limit_options
 from ..spec.errors import CollspecError
 from . import add_json_option
 
@@ -17,6 +18,7 @@ def configure(parser):
     parser.add_argument("--list", action="store_true", help="list the proofs and exit")
     parser.add_argument("--schedule", metavar="FILE", help="bounded proof that a schedule file computes its collective")
     parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
+    add_limit_options(parser)
     add_json_option(parser)
 
 

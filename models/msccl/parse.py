@@ -46,6 +46,7 @@ from ...spec.errors import SpecError
 from ..layout import ScheduleError
 from .cells import data_sizes
 from .program import BUFFER_CODES, NOP, READS_SRC, RECEIVES, SENDS, TYPE_CODES, WRITES_DST, Program
+from . import integers
 from .scan import scan
 
 MAX_FILE_BYTES = 64 << 20
@@ -142,10 +143,29 @@ def loads(data: bytes | str, source: str = "<xml>") -> Program:
     def fail(line: int, what: str, fix: str) -> MscclFormatError:
         return MscclFormatError(f"{source}:{line}: {what}; {fix}")
 
+    _check_encoding(data, fail)
     elements = _scan(data) or _read(data, fail)
     if elements.algo is None:
         raise fail(1, "no <algo> element", "an MSCCL file is one <algo> holding <gpu> elements")
     return _build(elements, source, fail)
+
+
+#: the XML declaration's encoding, if it names one
+_DECLARED = re.compile(rb"""(?:\xef\xbb\xbf)?<\?xml[ \t\r\n][^>]*?encoding[ \t\r\n]*=[ \t\r\n]*["']([^"']*)["']""")
+#: encodings whose bytes the executors' parsers read as written
+ENCODINGS = ("utf-8", "utf8", "us-ascii", "ascii")
+_BOMS = {b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe\x00\x00": "UTF-32", b"\xfe\xff": "UTF-16", b"\xff\xfe": "UTF-16"}
+
+
+def _check_encoding(data: bytes, fail) -> None:
+    """Refuse a file not in UTF-8 (or ASCII): the executors read the bytes
+    as they are, whatever the declaration says."""
+    for bom, name in _BOMS.items():
+        if data.startswith(bom):
+            raise fail(1, f"the file is {name} (byte order mark)", "the executors read MSCCL files as bytes: write it in UTF-8")
+    declared = _DECLARED.match(data[:200])
+    if declared is not None and declared[1].decode("ascii", "replace").lower() not in ENCODINGS:
+        raise fail(1, f"encoding={declared[1].decode('ascii', 'replace')!r} in the XML declaration", "the executors read MSCCL files as bytes: write it in UTF-8 and declare encoding=\"UTF-8\" or none")
 
 
 def _parser():
@@ -170,7 +190,7 @@ def _scan(data: bytes) -> _Elements | None:
     def well_formed(data: bytes) -> bool:
         try:
             _parser().Parse(data, True)
-        except (ExpatError, DefusedXmlException):
+        except (ExpatError, DefusedXmlException, LookupError, ValueError):
             return False
         return True
 
@@ -195,6 +215,8 @@ def _read(data: bytes, fail) -> _Elements:
         expat.Parse(data, True)
     except ExpatError as error:
         raise fail(error.lineno, f"malformed XML ({ErrorString(error.code)})", "fix the XML syntax") from None
+    except (LookupError, ValueError) as error:  # an encoding expat cannot read
+        raise fail(expat.CurrentLineNumber, f"unreadable text ({error})", "write the file in UTF-8") from None
     except DefusedXmlException as error:
         line = expat.CurrentLineNumber
         what = {
@@ -221,10 +243,9 @@ def _int(attrs: dict, name: str, tag: str, line: int, fail, low: int | None = No
         if default is not None:
             return default
         raise fail(line, f"<{tag}> has no {name!r} attribute", f"add {name}=\"...\"")
-    try:
-        value = int(text)
-    except ValueError:
-        raise fail(line, f"<{tag}> {name}={text!r} is not an integer", f"write {name} as a decimal integer") from None
+    value = integers.read(text)
+    if value is None:
+        raise fail(line, f"<{tag}> {name}: {integers.problem(text)}", f"write {name} as a decimal integer")
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f"at least {low}"
         raise fail(line, f"<{tag}> {name}={value} is out of range", f"use a value in {bounds}")
@@ -367,8 +388,8 @@ def _step_columns(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.nd
 
 
 #: a column of plain decimal integers, joined by commas, that int64 holds
-#: (possessive: backtracking cannot help a full match, and is 4x slower)
-_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*+", re.ASCII)
+#: and strtol reads as decimals (no leading zero)
+_DECIMALS = integers.PLAIN_DECIMALS
 
 
 def _step_columns_fast(steps: list[dict]) -> dict[str, np.ndarray] | None:
@@ -419,16 +440,7 @@ def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, 
             i = values.index(None)
             raise fail(int(lines[i]), f"<step> has no {name!r} attribute", f"add {name}=\"...\" (every executor requires it)")
         if name in STEP_INTS:
-            try:
-                out[name] = np.array(values, dtype=str).astype(np.int64) if values else np.zeros(0, np.int64)
-            except (ValueError, OverflowError):
-                for i, text in enumerate(values):
-                    try:
-                        if abs(int(text)) < 1 << 62:
-                            continue
-                    except ValueError:
-                        pass
-                    raise fail(int(lines[i]), f"<step> {name}={text!r} is not an integer", f"write {name} as a decimal integer") from None
+            out[name] = _integer_column(values, name, lines, fail)
             continue
         table = TYPE_CODES if name == "type" else BUFFER_CODES
         codes = np.array([table.get(v, -1) for v in values], dtype=np.int64)
@@ -439,6 +451,24 @@ def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, 
             raise fail(int(lines[i]), f"<step> {name}={values[i]!r} is not a {kinds} the executors know", f"use one of {', '.join(table)}")
         out[name] = codes
     return out
+
+
+def _integer_column(values: list[str], name: str, lines: np.ndarray, fail) -> np.ndarray:
+    """A step attribute's values as strtol reads them (:mod:`.integers`)."""
+    joined = ",".join(values)
+    if not values:
+        return np.zeros(0, np.int64)
+    if _DECIMALS.fullmatch(joined):
+        column = np.fromstring(joined, dtype=np.int64, sep=",")
+        if column.size == len(values):  # else a value holds a comma
+            return column
+    column = np.empty(len(values), dtype=np.int64)
+    for i, text in enumerate(values):
+        value = integers.read(text)
+        if value is None:
+            raise fail(int(lines[i]), f"<step> {name}: {integers.problem(text)}", f"write {name} as a decimal integer")
+        column[i] = value
+    return column
 
 
 def _check_steps(p: Program, numbers: np.ndarray, fail) -> None:
