@@ -54,10 +54,14 @@ class Input:
     def schedule(self):
         """The file as a :class:`~collspec.models.schedule.Schedule` (an MSCCL
         program or MSCCL++ plan lowered to steps)."""
+        from . import limits
+
         if self.kind == "schedule":
             from .models.schedule_json import from_json
 
-            return from_json(self.document, self.path)
+            schedule = from_json(self.document, self.path)
+            limits.admit_check(schedule, self.path)
+            return schedule
         if self.kind == "plan":
             from .models.mscclpp.lower import schedule_of
 

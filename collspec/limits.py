@@ -22,6 +22,13 @@ DEFAULT_FRACTION = 0.5
 #: bytes of parsed JSON per byte of text, per '{' and per '[' and per '"'
 JSON_BYTES_PER_BYTE, JSON_BYTES_PER_OBJECT, JSON_BYTES_PER_LIST, JSON_BYTES_PER_QUOTE = 8, 240, 64, 25
 
+#: checker bytes per cell (ranks x cells: fingerprint state, expected outputs, link keys)
+CHECK_BYTES_PER_CELL = 128
+#: checker bytes per transfer (columns, link-repeat key, arrivals)
+CHECK_BYTES_PER_TRANSFER = 64
+#: bounded proof: Z3 terms per (transfer + cell) x ranks, the proofs' own limit on that product
+PROOF_WORK_LIMIT = 2_000_000
+
 _ceiling: int | None = None
 
 
@@ -100,3 +107,22 @@ def json_bytes(data: bytes) -> int:
     """An upper estimate of the memory the parsed JSON of ``data`` takes."""
     return (JSON_BYTES_PER_BYTE * len(data) + JSON_BYTES_PER_OBJECT * data.count(b"{")
             + JSON_BYTES_PER_LIST * data.count(b"[") + JSON_BYTES_PER_QUOTE * data.count(b'"'))
+
+
+def admit_check(schedule, subject: str) -> None:
+    """Refuse checking ``schedule`` when its estimate is over the ceiling."""
+    cells = schedule.ranks * int(schedule.layout.cells)
+    estimate = CHECK_BYTES_PER_CELL * cells + CHECK_BYTES_PER_TRANSFER * schedule.transfers
+    admit(subject, estimate, f"checking {schedule.ranks} ranks x {schedule.layout.cells} cells and {schedule.transfers} transfers")
+
+
+def admit_proof(schedule, subject: str) -> None:
+    """Refuse a bounded proof of ``schedule`` over the proofs' work limit:
+    every output cell's term and every transfer, each over up to ranks inputs."""
+    work = (schedule.transfers + schedule.ranks * int(schedule.layout.cells)) * max(schedule.ranks, 1)
+    if work > PROOF_WORK_LIMIT:
+        raise LimitError(
+            f"{subject}: a bounded proof of {schedule.ranks} ranks x {schedule.layout.cells} cells and {schedule.transfers} transfers "
+            f"needs (transfers + cells) x ranks = {work} terms, over the {PROOF_WORK_LIMIT} limit; 'collspec check' handles it"
+        )
+    admit_check(schedule, subject)

@@ -45,6 +45,9 @@ from .schedule import COPY, OP_NAMES, REDUCE, Schedule, Step
 
 #: exact multisets when (transfers + cells) x ranks is at most this (about a second)
 EXACT_WORK_LIMIT = 3_000_000
+#: writes of one cell in one step past the first, over all steps: each is one more
+#: pass of the interpreter over its step (about 0.2 ms; docs/limits.md)
+MAX_EXTRA_ROUNDS = 20_000
 #: at most this many violations of one kind are listed (all are counted)
 LIST_LIMIT = 1000
 
@@ -149,6 +152,7 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     """
     started = time.perf_counter()
     layout = schedule.layout  # raises ScheduleError for an impossible layout
+    _admit_rounds(schedule)
     flat = _Transfers(schedule)
     found = _Collector()
     capacity = link_capacity if link_capacity is not None else schedule.link_capacity
@@ -217,6 +221,24 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     }
     stats.update(figures)
     return CheckResult(schedule, found.listed, stats)
+
+
+def _admit_rounds(schedule: Schedule) -> None:
+    """Refuse (ScheduleError, exit 2) a schedule whose steps write one cell
+    more than once too often: the interpreter applies such writes one
+    round at a time."""
+    extra, worst = 0, (0, 0)
+    for index, step in enumerate(schedule.steps):
+        if len(step) > 1 and not step.writes_once:
+            dst = step.dst.astype(np.int64) * (int(step.dst_chunk.max()) + 1) + step.dst_chunk
+            most = int(np.unique(dst, return_counts=True)[1].max())
+            extra += most - 1
+            worst = max(worst, (most, index))
+            if extra > MAX_EXTRA_ROUNDS:
+                raise ScheduleError(
+                    f"{schedule.label()}: steps write one cell more than once {extra}+ times in all (step {worst[1]} writes one cell "
+                    f"{worst[0]} times); collspec applies such writes one round at a time and takes at most {MAX_EXTRA_ROUNDS} extra rounds"
+                )
 
 
 # -- static checks, one step at a time --------------------------------------------

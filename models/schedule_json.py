@@ -29,6 +29,8 @@ from .schedule import OP_CODES, OP_NAMES, Schedule, Step
 MAX_RANKS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_TRANSFERS = 50_000_000
+#: steps: a ring over MAX_RANKS ranks has 2 x (65536 - 1); each step costs the checker about 0.1 ms (docs/limits.md)
+MAX_STEPS = 1 << 17
 MAX_FILE_BYTES = 2 << 30
 
 _TRANSFER_KEYS = {"src", "dst", "chunk", "src_chunk", "dst_chunk", "op"}
@@ -94,6 +96,8 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
         raise fail("field 'name' must be a string")
     if not isinstance(data["steps"], list):
         raise fail(f"field 'steps' must be a list of steps, got {type(data['steps']).__name__}")
+    if len(data["steps"]) > MAX_STEPS:
+        raise fail(f"{len(data['steps'])} steps, more than the {MAX_STEPS} collspec checks (docs/limits.md)")
 
     steps = []
     total = 0

@@ -214,8 +214,10 @@ def _check_mscclpp(args, source) -> int:
 def _prove(schedule, result) -> None:
     """``--prove``: add the bounded proof's outcome to a check result (or an
     MSCCL verdict: anything with ``violations`` and ``stats``)."""
+    from ..limits import admit_proof
     from ..proofs.schedules import prove_schedule, violations
 
+    admit_proof(schedule, schedule.label())
     outcome = prove_schedule(schedule)
     result.violations.extend(violations(schedule, outcome))
     result.stats["bounded_proof"] = outcome.status

@@ -63,11 +63,13 @@ def run(args) -> int:
 
 
 def _prove_schedule(args) -> int:
+    from .. import limits
     from ..proofs import schedules
     from ..proofs.suite import ProofResult
     from .check import load_schedule
 
     schedule = load_schedule(args.schedule)
+    limits.admit_proof(schedule, args.schedule)
     started = time.perf_counter()
     outcome = schedules.prove_schedule(schedule)
     result = ProofResult(f"schedule {args.schedule}", f"N={schedule.ranks}", outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)

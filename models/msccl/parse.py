@@ -53,6 +53,9 @@ MAX_FILE_BYTES = 64 << 20
 MAX_GPUS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_CHANNELS = 1024
+#: steps read: 16 x the executors' MSCCL_MAX_NUM_STEPS (64) per thread block, and in all (docs/limits.md)
+MAX_STEPS_PER_TB = 1024
+MAX_STEPS = 1 << 18
 #: cells (GPUs x (buffers + received chunks)) the result check can hold, about 330 MB of fingerprints
 MAX_CELLS = 1 << 23
 
@@ -370,6 +373,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
         depid=columns["depid"], deps=columns["deps"], hasdep=columns["hasdep"], line=step_lines,
         unknown_attrs=unknown,
     )
+    _check_step_counts(program, fail)
     _check_steps(program, columns["s"], fail)
     _check_size(program, in_size + out_size, fail)
     return program
@@ -520,6 +524,21 @@ def _check_steps(p: Program, numbers: np.ndarray, fail) -> None:
     i = _nop_chain_without_dependency(p)
     if i is not None:
         raise fail(int(line[i]), f"{p.describe(i)} follows nop steps with dependencies but has depid=-1; msccl-executor-nccl and RCCL refuse such a file", "give this step the last dependency of the chain (as MSCCLang does) or remove the nops")
+
+
+def _check_step_counts(p: Program, fail) -> None:
+    """Refuse more steps than collspec checks in bounded time."""
+    if p.steps > MAX_STEPS:
+        raise fail(p.algo_line, f"the file has {p.steps} steps, more than the {MAX_STEPS} collspec checks", "check a smaller instance (docs/limits.md)")
+    long = np.flatnonzero(p.tb_steps > MAX_STEPS_PER_TB)
+    if long.size:
+        t = int(long[0])
+        raise fail(
+            int(p.tb_line[t]),
+            f"thread block {int(p.tb_id[t])} of GPU {int(p.tb_gpu[t])} has {int(p.tb_steps[t])} steps, more than the {MAX_STEPS_PER_TB} "
+            "collspec checks (msccl-executor-nccl and RCCL run at most 64: MSCCL_MAX_NUM_STEPS)",
+            "split the work over more thread blocks or channels",
+        )
 
 
 def _check_size(p: Program, data_cells: int, fail) -> None:
