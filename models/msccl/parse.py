@@ -218,8 +218,6 @@ def _read(data: bytes, fail) -> _Elements:
         expat.Parse(data, True)
     except ExpatError as error:
         raise fail(error.lineno, f"malformed XML ({ErrorString(error.code)})", "fix the XML syntax") from None
-    except (LookupError, ValueError) as error:  # an encoding expat cannot read
-        raise fail(expat.CurrentLineNumber, f"unreadable text ({error})", "write the file in UTF-8") from None
     except DefusedXmlException as error:
         line = expat.CurrentLineNumber
         what = {
@@ -228,6 +226,8 @@ def _read(data: bytes, fail) -> _Elements:
             "ExternalReferenceForbidden": "an external entity reference",
         }.get(type(error).__name__, type(error).__name__)
         raise fail(line, f"refused {what} [{type(error).__name__}]", "MSCCL files need no DTD or entity declarations; remove them") from None
+    except (LookupError, ValueError) as error:  # an encoding expat cannot read
+        raise fail(expat.CurrentLineNumber, f"unreadable text ({error})", "write the file in UTF-8") from None
     return elements
 
 
