@@ -53,9 +53,9 @@ MAX_FILE_BYTES = 64 << 20
 MAX_GPUS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_CHANNELS = 1024
-#: steps read: 16 x the executors' MSCCL_MAX_NUM_STEPS (64) per thread block, and in all (docs/limits.md)
-MAX_STEPS_PER_TB = 1024
-MAX_STEPS = 1 << 18
+#: steps read, per thread block (64 x the executors' MSCCL_MAX_NUM_STEPS; an exported 2048-rank ring has 4095) and in all (docs/limits.md)
+MAX_STEPS_PER_TB = 4096
+MAX_STEPS = 1 << 17
 #: cells (GPUs x (buffers + received chunks)) the result check can hold, about 330 MB of fingerprints
 MAX_CELLS = 1 << 23
 
