@@ -26,8 +26,6 @@ JSON_BYTES_PER_BYTE, JSON_BYTES_PER_OBJECT, JSON_BYTES_PER_LIST, JSON_BYTES_PER_
 CHECK_BYTES_PER_CELL = 128
 #: checker bytes per transfer (columns, link-repeat key, arrivals)
 CHECK_BYTES_PER_TRANSFER = 64
-#: bounded proof: Z3 terms per (transfer + cell) x ranks, the proofs' own limit on that product
-PROOF_WORK_LIMIT = 2_000_000
 
 _ceiling: int | None = None
 
@@ -119,10 +117,12 @@ def admit_check(schedule, subject: str) -> None:
 def admit_proof(schedule, subject: str) -> None:
     """Refuse a bounded proof of ``schedule`` over the proofs' work limit:
     every output cell's term and every transfer, each over up to ranks inputs."""
+    from .proofs.schedules import MAX_WORK  # the proofs' own limit, on transfers x ranks there
+
     work = (schedule.transfers + schedule.ranks * int(schedule.layout.cells)) * max(schedule.ranks, 1)
-    if work > PROOF_WORK_LIMIT:
+    if work > MAX_WORK:
         raise LimitError(
             f"{subject}: a bounded proof of {schedule.ranks} ranks x {schedule.layout.cells} cells and {schedule.transfers} transfers "
-            f"needs (transfers + cells) x ranks = {work} terms, over the {PROOF_WORK_LIMIT} limit; 'collspec check' handles it"
+            f"needs (transfers + cells) x ranks = {work} terms, over the {MAX_WORK} limit; 'collspec check' handles it"
         )
     admit_check(schedule, subject)
