@@ -2,7 +2,10 @@
 
 Exit status, for every subcommand: 0 all checks hold; 1 a check failed
 (violations, counterexamples, a non-conforming backend); 2 bad input or
-usage, with a one-line error on stderr and never a traceback.
+usage (an input over a limit, running out of memory), with a one-line
+error on stderr and never a traceback; 3 an internal error of collspec:
+one line naming the exception and a file holding the traceback, to attach
+to a bug report.
 
 Each subcommand lives in ``collspec/commands/<name>.py`` and provides
 ``configure(parser)`` and ``run(args) -> int``. Command modules import heavy
@@ -44,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="collspec",
         description="Formal specification and verification of collective operations.",
-        epilog="Exit status: 0 all checks hold, 1 a check failed, 2 bad input or usage.",
+        epilog="Exit status: 0 all checks hold, 1 a check failed, 2 bad input or usage, 3 an internal error of collspec.",
     )
     parser.add_argument("--version", action="version", version=f"collspec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -63,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        from . import limits
+
+        limits.configure(args)
         return int(args.run(args))
     except CollspecError as error:
         print(f"collspec {args.command}: error: {error}", file=sys.stderr)
@@ -73,6 +79,39 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except MemoryError:
+        from . import limits
+
+        error = CollspecError(f"out of memory; {limits.memory_hint()}")
+        print(f"collspec {args.command}: error: {error}", file=sys.stderr)
+        _malformed_report(args, error)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the one place every other exception ends
+        print(f"collspec {args.command}: internal error: {_internal(error)}", file=sys.stderr)
+        return 3
+
+
+#: where an internal error is reported
+BUG_REPORTS = "the collspec maintainers (the project's issue tracker)"
+
+
+def _internal(error: BaseException) -> str:
+    """One line for an internal error: the exception, where its traceback
+    was written, and where to report it."""
+    import tempfile
+    import traceback
+
+    from . import __version__
+
+    what = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:200]
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="collspec-error-", suffix=".txt", delete=False) as handle:
+            handle.write(f"collspec {__version__}\nargv: {sys.argv!r}\n")
+            traceback.print_exception(error, file=handle)
+        saved = f"traceback in {handle.name}; "
+    except OSError:
+        saved = ""
+    return f"{what} ({saved}this is a bug in collspec {__version__}: please report it to {BUG_REPORTS} with the command line and its input files)"
 
 
 def _malformed_report(args, error: CollspecError) -> None:

@@ -24,7 +24,7 @@ _CELL_KINDS = ("race", "missing-contribution", "duplicate-contribution", "postco
 
 def locate(path: str, kind: str, subject, violations) -> list[tuple[int | None, int | None]]:
     """One ``(line, column)`` per violation, in order. ``kind`` and
-    ``subject`` as :func:`collspec.commands.check.file_format` and the
+    ``subject`` as :data:`collspec.commands.check.FORMATS` and the
     format's reader give them (an MSCCL program, an MSCCL++ plan, a
     schedule)."""
     if kind == "msccl":

@@ -43,8 +43,11 @@ from .interpreter import run
 from .layout import ScheduleError, expected_outputs, owner_of
 from .schedule import COPY, OP_NAMES, REDUCE, Schedule, Step
 
-#: exact multisets when transfers x ranks is at most this (about a second)
+#: exact multisets when (transfers + cells) x ranks is at most this (about a second)
 EXACT_WORK_LIMIT = 3_000_000
+#: writes of one cell in one step past the first, over all steps: each is one more
+#: pass of the interpreter over its step (about 0.2 ms; docs/limits.md)
+MAX_EXTRA_ROUNDS = 20_000
 #: at most this many violations of one kind are listed (all are counted)
 LIST_LIMIT = 1000
 
@@ -149,6 +152,7 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     """
     started = time.perf_counter()
     layout = schedule.layout  # raises ScheduleError for an impossible layout
+    _admit_rounds(schedule)
     flat = _Transfers(schedule)
     found = _Collector()
     capacity = link_capacity if link_capacity is not None else schedule.link_capacity
@@ -197,7 +201,9 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
 
         for violation in slot_deadlocks(schedule, slots, slot_size):
             found.add(violation)
-    use_exact = exact if exact is not None else flat.total * max(schedule.ranks, 1) <= EXACT_WORK_LIMIT
+    # exact work: every transfer and every cell's expected multiset, each up to ranks labels
+    exact_work = (flat.total + schedule.ranks * int(layout.cells)) * max(schedule.ranks, 1)
+    use_exact = exact if exact is not None else exact_work <= EXACT_WORK_LIMIT
     failing = _outputs(schedule, final, fingerprints, use_exact, flat, found)
     if not failing:
         _ranks_disagree(schedule, final, found)
@@ -215,6 +221,24 @@ def check(schedule: Schedule, *, link_capacity: int | None = None, exact: bool |
     }
     stats.update(figures)
     return CheckResult(schedule, found.listed, stats)
+
+
+def _admit_rounds(schedule: Schedule) -> None:
+    """Refuse (ScheduleError, exit 2) a schedule whose steps write one cell
+    more than once too often: the interpreter applies such writes one
+    round at a time."""
+    extra, worst = 0, (0, 0)
+    for index, step in enumerate(schedule.steps):
+        if len(step) > 1 and not step.writes_once:
+            dst = step.dst.astype(np.int64) * (int(step.dst_chunk.max()) + 1) + step.dst_chunk
+            most = int(np.unique(dst, return_counts=True)[1].max())
+            extra += most - 1
+            worst = max(worst, (most, index))
+            if extra > MAX_EXTRA_ROUNDS:
+                raise ScheduleError(
+                    f"{schedule.label()}: steps write one cell more than once {extra}+ times in all (step {worst[1]} writes one cell "
+                    f"{worst[0]} times); collspec applies such writes one round at a time and takes at most {MAX_EXTRA_ROUNDS} extra rounds"
+                )
 
 
 # -- static checks, one step at a time --------------------------------------------
@@ -463,14 +487,15 @@ def _outputs(schedule: Schedule, final: np.ndarray, fingerprints: Fingerprints, 
     n = schedule.ranks
     leaves = fingerprints.leaf_rows(schedule, lanes=COUNT + 1)  # the additive lanes
     expected = expected_outputs(schedule, leaves)
-    failing: list[tuple[int, int, int]] = []  # (rank, output element, cell)
+    failing: list[tuple[int, np.ndarray]] = []  # (rank, failing output elements)
     for r in range(n):
         cells = layout.outputs[r]
         if len(cells) == 0:
             continue
         got = fingerprints.additive(final[r, cells])
         bad = np.flatnonzero(np.any(got != expected[r], axis=1))
-        failing.extend((r, int(k), int(cells[k])) for k in bad)
+        if bad.size:
+            failing.append((r, bad))
     if not failing:
         return False
     if schedule.collective == "reduce_scatter" and _ownership(schedule, final, fingerprints, leaves, found):
@@ -479,30 +504,49 @@ def _outputs(schedule: Schedule, final: np.ndarray, fingerprints: Fingerprints, 
     if use_exact:
         exact_final = run(schedule, contributions()).state
         exact_expected = _exact_expected(schedule)
-        for r, k, cell in failing:
-            _explain_cell(schedule, r, k, cell, exact_final[r, cell], exact_expected[r][k], last_write, found)
+        for r, bad in failing:
+            for k in bad.tolist():
+                cell = int(layout.outputs[r][k])
+                _explain_cell(schedule, r, k, cell, exact_final[r, cell], exact_expected[r][k], last_write, found)
         return True
-    detailed = failing[:8]
+    detailed = [(r, k, int(layout.outputs[r][k])) for r, bad in failing for k in bad[:8].tolist()][:8]
     exact = exact_cells(schedule, [(r, cell) for r, _, cell in detailed])
-    exact_expected = _exact_expected(schedule)
+    exact_expected = _exact_expected_of(schedule, [(r, k) for r, k, _ in detailed])
     for r, k, cell in detailed:
-        _explain_cell(schedule, r, k, cell, exact[(r, cell)], exact_expected[r][k], last_write, found)
-    for r, k, cell in failing[8:]:
-        have = int(final[r, cell, COUNT])
-        want = int(expected[r][k][COUNT])
-        kind = "missing-contribution" if have < want else "duplicate-contribution" if have > want else "postcondition"
-        found.add(
-            Violation(
-                kind,
-                f"rank {r}'s {layout.cell_name(cell)} holds {have} contributions where the spec puts {want}"
-                + ("" if have != want else ", but not the right ones")
-                + " (found by fingerprint; the first 8 failing cells are listed exactly)",
-                step=last_write.get((r, cell)),
-                dst=r,
-                details={"rank": r, "chunk": cell, "count": have, "expected_count": want},
-            )
-        )
+        _explain_cell(schedule, r, k, cell, exact[(r, cell)], exact_expected[(r, k)], last_write, found)
+    skip = len(detailed)
+    for r, bad in failing:
+        rest, skip = bad[skip:], max(0, skip - bad.size)
+        if rest.size:
+            _fingerprint_failures(schedule, r, rest, final, expected[r], last_write, found)
     return True
+
+
+def _fingerprint_failures(schedule: Schedule, r: int, bad: np.ndarray, final: np.ndarray, expected: np.ndarray, last_write, found: _Collector) -> None:
+    """Rank r's failing output elements ``bad`` past the first 8, reported
+    by their fingerprint counts (listed up to LIST_LIMIT a kind, all counted)."""
+    layout = schedule.layout
+    cells = layout.outputs[r][bad]
+    have = final[r, cells, COUNT].astype(np.int64)
+    want = expected[bad, COUNT].astype(np.int64)
+    for kind, mask in (("missing-contribution", have < want), ("duplicate-contribution", have > want), ("postcondition", have == want)):
+        picked = np.flatnonzero(mask)
+        room = max(0, LIST_LIMIT - found.counts.get(kind, 0))
+        for j in picked[:room].tolist():
+            cell, h, w = int(cells[j]), int(have[j]), int(want[j])
+            found.add(
+                Violation(
+                    kind,
+                    f"rank {r}'s {layout.cell_name(cell)} holds {h} contributions where the spec puts {w}"
+                    + ("" if h != w else ", but not the right ones")
+                    + " (found by fingerprint; the first 8 failing cells are listed exactly)",
+                    step=last_write.get((r, cell)),
+                    dst=r,
+                    details={"rank": r, "chunk": cell, "count": h, "expected_count": w},
+                )
+            )
+        if picked.size > room:
+            found.counts[kind] = found.counts.get(kind, 0) + int(picked.size - room)
 
 
 def _exact_expected(schedule: Schedule) -> list:
@@ -512,6 +556,29 @@ def _exact_expected(schedule: Schedule) -> list:
     return expected_outputs(schedule, leaves)
 
 
+#: collectives whose output element k is made of the input elements k alone
+_COLUMN_LOCAL = ("allreduce", "reduce", "broadcast")
+
+
+def _exact_expected_of(schedule: Schedule, targets: list[tuple[int, int]]) -> dict:
+    """The exact expected multisets of some output elements ``(rank, k)``:
+    for a column-local collective from those columns of the inputs only
+    (ranks x columns work, not ranks x ranks x cells), else from all."""
+    layout = schedule.layout
+    columns = sorted({k for _, k in targets})
+    if schedule.collective in _COLUMN_LOCAL and all(len(i) > columns[-1] for i in layout.inputs):
+        leaves = []
+        for r in range(schedule.ranks):  # input element k of rank r is the label (r, k): algebras.contributions
+            row = np.empty(len(columns), dtype=object)
+            for j, k in enumerate(columns):
+                row[j] = Contributions.leaf(r, k)
+            leaves.append(row)
+        out = expected_outputs(schedule, leaves)
+        return {(r, k): out[r][columns.index(k)] for r, k in targets}
+    full = _exact_expected(schedule)
+    return {(r, k): full[r][k] for r, k in targets}
+
+
 def _explain_cell(schedule, rank, k, cell, have: Contributions, want: Contributions, last_write, found) -> None:
     """Turn one wrong output cell into violations naming every origin."""
     name = schedule.layout.cell_name(cell)
@@ -519,7 +586,7 @@ def _explain_cell(schedule, rank, k, cell, have: Contributions, want: Contributi
     where = f"rank {rank}'s {name}"
     step = last_write.get((rank, cell))
     both = len({i for _, i, _ in have.labels()} | {i for _, i, _ in want.labels()}) > 1
-    holds, expected = have.format(both), want.format(both)
+    holds, expected = _shortened(have.format(both)), _shortened(want.format(both))
     base = {"rank": rank, "chunk": cell, "holds": holds, "expected": expected}
     if missing:
         found.add(
@@ -569,19 +636,34 @@ def _explain_cell(schedule, rank, k, cell, have: Contributions, want: Contributi
         )
 
 
+#: origins a message names (the rest are counted: a message stays one line)
+ORIGINS_LISTED = 16
+
+
 def _origins(labels, schedule: Schedule, extra: bool = False) -> str:
     parts = []
-    for r, i, times in labels:
+    labels = list(labels)
+    more = len(labels) - ORIGINS_LISTED
+    for r, i, times in labels[:ORIGINS_LISTED]:
         what = f"rank {r}'s input {i}" if schedule.collective in ("allgather",) else f"rank {r}'s chunk {i}"
         if extra:
             parts.append(f"{what} {times + 1} times")
         else:
             parts.append(what if times == 1 else f"{what} ({times} times)")
-    return ", ".join(parts)
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+#: origins a violation's JSON details list
+ORIGINS_IN_JSON = 256
 
 
 def _origin_json(labels) -> list[dict]:
-    return [{"rank": r, "chunk": i, "times": t} for r, i, t in labels]
+    return [{"rank": r, "chunk": i, "times": t} for r, i, t in list(labels)[:ORIGINS_IN_JSON]]
+
+
+def _shortened(text: str, limit: int = 120) -> str:
+    """A contributor set's text cut to ``limit`` characters (one line per message)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({text.count('·') + 1} contributions)"
 
 
 def _ownership(schedule, final, fingerprints, leaves, found) -> bool:
@@ -657,8 +739,25 @@ def exact_cells(schedule: Schedule, targets: list[tuple[int, int]]) -> dict[tupl
         live[step.src[idx], step.src_chunk[idx]] = True
         kept.append(Step(step.src[idx], step.dst[idx], step.src_chunk[idx], step.dst_chunk[idx], step.op[idx], step.phase, step.name))
     sliced = replace(schedule, steps=tuple(reversed(kept)), layout_override=schedule.layout)
-    final = run(sliced, contributions()).state
+    final = run(sliced, contributions(), state=_initial_cells(schedule, live)).state
     return {(r, c): final[r, c] for r, c in targets}
+
+
+def _initial_cells(schedule: Schedule, live: np.ndarray) -> np.ndarray:
+    """The exact initial state of the ``live`` cells (as
+    :func:`~.interpreter.initial_state` with :func:`~.algebras.contributions`
+    builds it: rank r's input element k is the label (r, k), any other cell
+    c the uninitialised label (r, -1 - c)); the other cells hold None, as
+    the sliced schedule never reads them."""
+    state = np.empty(live.shape, dtype=object)
+    inputs = schedule.layout.inputs
+    for r in np.flatnonzero(live.any(axis=1)).tolist():
+        element = np.full(live.shape[1], -1, dtype=np.int64)
+        element[inputs[r]] = np.arange(len(inputs[r]))
+        for c in np.flatnonzero(live[r]).tolist():
+            k = int(element[c])
+            state[r, c] = Contributions.leaf(r, k if k >= 0 else -1 - c)
+    return state
 
 
 def _sole_writer(step: Step, idx: np.ndarray) -> np.ndarray:

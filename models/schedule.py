@@ -165,7 +165,8 @@ class Step:
         first = np.repeat(starts, np.diff(np.r_[starts, n]))
         occurrence = np.empty(n, dtype=np.int64)
         occurrence[order] = np.arange(n) - first
-        return [np.flatnonzero(occurrence == k) for k in range(int(occurrence.max()) + 1)]
+        by_round = np.argsort(occurrence, kind="stable")  # positions in listed order within each round
+        return np.split(by_round, np.cumsum(np.bincount(occurrence))[:-1])
 
     def phase_of(self, i: int) -> str:
         """The phase transfer ``i`` belongs to: the step's, else its op's.

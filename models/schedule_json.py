@@ -29,6 +29,8 @@ from .schedule import OP_CODES, OP_NAMES, Schedule, Step
 MAX_RANKS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_TRANSFERS = 50_000_000
+#: steps: a ring over MAX_RANKS ranks has 2 x (65536 - 1); each step costs the checker about 0.1 ms (docs/limits.md)
+MAX_STEPS = 1 << 17
 MAX_FILE_BYTES = 2 << 30
 
 _TRANSFER_KEYS = {"src", "dst", "chunk", "src_chunk", "dst_chunk", "op"}
@@ -96,6 +98,8 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
     channels = _channels(data.get("channels"), ranks, fail)
     if not isinstance(data["steps"], list):
         raise fail(f"field 'steps' must be a list of steps, got {type(data['steps']).__name__}")
+    if len(data["steps"]) > MAX_STEPS:
+        raise fail(f"{len(data['steps'])} steps, more than the {MAX_STEPS} collspec checks (docs/limits.md)")
 
     steps = []
     total = 0
@@ -125,7 +129,7 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
                 else:
                     raise fail(f"missing field {side!r} (or 'chunk')", where)
                 columns[side][t] = _integer(value, side if side in transfer else "chunk", 0, chunks - 1, fail, where)
-            if transfer["op"] not in OP_CODES:
+            if not isinstance(transfer["op"], str) or transfer["op"] not in OP_CODES:
                 raise fail(f"field 'op' = {transfer['op']!r}; use 'reduce' or 'copy'", where)
             columns["op"][t] = OP_CODES[transfer["op"]]
         steps.append(Step.of(columns["src"], columns["dst"], columns["src_chunk"], columns["dst_chunk"], columns["op"], phase, step_name))
@@ -171,7 +175,8 @@ def _channels(raw, ranks: int, fail) -> list[dict] | None:
 
 def _integer(value: Any, field: str, low: int, high: int, fail, where: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise fail(f"field {field!r} must be an integer, got {json.dumps(value)}", where)
+        shown = json.dumps(value)
+        raise fail(f"field {field!r} must be an integer, got {shown if len(shown) <= 60 else shown[:57] + '...'}", where)
     if not low <= value <= high:
         raise fail(f"field {field!r} = {value} is out of range {low}..{high}", where)
     return value

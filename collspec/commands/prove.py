@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..limits import add_options as add_limit_options
 from ..spec.errors import CollspecError
 from . import add_json_option, batch
 
@@ -18,6 +19,7 @@ def configure(parser):
     parser.add_argument("--list", action="store_true", help="list the proofs and exit")
     parser.add_argument("--schedule", nargs="+", metavar="FILE", help="bounded proof that each schedule file computes its collective (files, folders, globs)")
     parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
+    add_limit_options(parser)
     add_json_option(parser)
     batch.add_options(parser)
 
@@ -95,12 +97,16 @@ def prove_file(path: str, locate: bool = False) -> batch.FileResult:
 
 
 def _prove_file(path: str, locate: bool) -> batch.FileResult:
+    from .. import limits
     from ..proofs import schedules
     from ..proofs.suite import ProofResult
-    from .check import file_format, load_schedule
+    from ..inputs import read_input
+    from .check import FORMATS
 
-    kind = file_format(path)
-    schedule = load_schedule(path)
+    source = read_input(path)
+    kind = FORMATS[source.kind]
+    schedule = source.schedule()
+    limits.admit_proof(schedule, path)
     started = time.perf_counter()
     outcome = schedules.prove_schedule(schedule)
     result = ProofResult(f"schedule {path}", f"N={schedule.ranks}", outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)

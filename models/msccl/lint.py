@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...spec.violations import Violation
+from . import integers
 from .order import Order
 from .program import MAX_COUNT, MAX_STEPS_PER_TB, NOP, RESIDUAL, Program
 
@@ -105,11 +106,11 @@ def _rccl_extras(p: Program, warn) -> None:
     """RCCL's generators add maxcount and nthreadblocks; no executor reads them, so check they agree with the file."""
     if "nthreadblocks" in p.attrs:
         per_gpu = np.bincount(p.tb_gpu, minlength=p.ngpus)[: p.ngpus]
-        declared = int(p.attrs["nthreadblocks"])
+        declared = integers.read(p.attrs["nthreadblocks"])
         if per_gpu.size and declared != int(per_gpu.max()):
             warn("rccl-attribute", f"nthreadblocks={declared} but the busiest GPU has {int(per_gpu.max())} thread blocks", [{"line": p.algo_line}])
     if "maxcount" in p.attrs and p.steps:
-        declared = int(p.attrs["maxcount"])
+        declared = integers.read(p.attrs["maxcount"])
         biggest = int(p.cnt.max())
         if biggest > declared:
             warn("rccl-attribute", f"maxcount={declared} but a step moves {biggest} chunks", [p.where(int(np.argmax(p.cnt)))])

@@ -46,12 +46,16 @@ from ...spec.errors import SpecError
 from ..layout import ScheduleError
 from .cells import data_sizes
 from .program import BUFFER_CODES, NOP, READS_SRC, RECEIVES, SENDS, TYPE_CODES, WRITES_DST, Program
+from . import integers
 from .scan import scan
 
 MAX_FILE_BYTES = 64 << 20
 MAX_GPUS = 1 << 16
 MAX_CHUNKS = 1 << 20
 MAX_CHANNELS = 1024
+#: steps read, per thread block (64 x the executors' MSCCL_MAX_NUM_STEPS; an exported 2048-rank ring has 4095) and in all (docs/limits.md)
+MAX_STEPS_PER_TB = 4096
+MAX_STEPS = 1 << 17
 #: cells (GPUs x (buffers + received chunks)) the result check can hold, about 330 MB of fingerprints
 MAX_CELLS = 1 << 23
 
@@ -144,10 +148,29 @@ def loads(data: bytes | str, source: str = "<xml>") -> Program:
     def fail(line: int, what: str, fix: str) -> MscclFormatError:
         return MscclFormatError(f"{source}:{line}: {what}; {fix}")
 
+    _check_encoding(data, fail)
     elements = _scan(data) or _read(data, fail)
     if elements.algo is None:
         raise fail(1, "no <algo> element", "an MSCCL file is one <algo> holding <gpu> elements")
     return _build(elements, source, fail)
+
+
+#: the XML declaration's encoding, if it names one
+_DECLARED = re.compile(rb"""(?:\xef\xbb\xbf)?<\?xml[ \t\r\n][^>]*?encoding[ \t\r\n]*=[ \t\r\n]*["']([^"']*)["']""")
+#: encodings whose bytes the executors' parsers read as written
+ENCODINGS = ("utf-8", "utf8", "us-ascii", "ascii")
+_BOMS = {b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe\x00\x00": "UTF-32", b"\xfe\xff": "UTF-16", b"\xff\xfe": "UTF-16"}
+
+
+def _check_encoding(data: bytes, fail) -> None:
+    """Refuse a file not in UTF-8 (or ASCII): the executors read the bytes
+    as they are, whatever the declaration says."""
+    for bom, name in _BOMS.items():
+        if data.startswith(bom):
+            raise fail(1, f"the file is {name} (byte order mark)", "the executors read MSCCL files as bytes: write it in UTF-8")
+    declared = _DECLARED.match(data[:200])
+    if declared is not None and declared[1].decode("ascii", "replace").lower() not in ENCODINGS:
+        raise fail(1, f"encoding={declared[1].decode('ascii', 'replace')!r} in the XML declaration", "the executors read MSCCL files as bytes: write it in UTF-8 and declare encoding=\"UTF-8\" or none")
 
 
 def _parser():
@@ -172,7 +195,7 @@ def _scan(data: bytes) -> _Elements | None:
     def well_formed(data: bytes) -> bool:
         try:
             _parser().Parse(data, True)
-        except (ExpatError, DefusedXmlException):
+        except (ExpatError, DefusedXmlException, LookupError, ValueError):
             return False
         return True
 
@@ -206,6 +229,8 @@ def _read(data: bytes, fail) -> _Elements:
             "ExternalReferenceForbidden": "an external entity reference",
         }.get(type(error).__name__, type(error).__name__)
         raise fail(line, f"refused {what} [{type(error).__name__}]", "MSCCL files need no DTD or entity declarations; remove them") from None
+    except (LookupError, ValueError) as error:  # an encoding expat cannot read
+        raise fail(expat.CurrentLineNumber, f"unreadable text ({error})", "write the file in UTF-8") from None
     return elements
 
 
@@ -224,10 +249,9 @@ def _int(attrs: dict, name: str, tag: str, line: int, fail, low: int | None = No
         if default is not None:
             return default
         raise fail(line, f"<{tag}> has no {name!r} attribute", f"add {name}=\"...\"")
-    try:
-        value = int(text)
-    except ValueError:
-        raise fail(line, f"<{tag}> {name}={text!r} is not an integer", f"write {name} as a decimal integer") from None
+    value = integers.read(text)
+    if value is None:
+        raise fail(line, f"<{tag}> {name}: {integers.problem(text)}", f"write {name} as a decimal integer")
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f"at least {low}"
         raise fail(line, f"<{tag}> {name}={value} is out of range", f"use a value in {bounds}")
@@ -354,6 +378,7 @@ def _build(el: _Elements, source: str, fail) -> Program:
         depid=columns["depid"], deps=columns["deps"], hasdep=columns["hasdep"], line=step_lines, column=step_columns,
         unknown_attrs=unknown,
     )
+    _check_step_counts(program, fail)
     _check_steps(program, columns["s"], fail)
     _check_size(program, in_size + out_size, fail)
     return program
@@ -372,8 +397,8 @@ def _step_columns(steps: list[dict], lines: np.ndarray, fail) -> dict[str, np.nd
 
 
 #: a column of plain decimal integers, joined by commas, that int64 holds
-#: (possessive: backtracking cannot help a full match, and is 4x slower)
-_DECIMALS = re.compile(r"-?[0-9]{1,18}(?:,-?[0-9]{1,18})*+", re.ASCII)
+#: and strtol reads as decimals (no leading zero)
+_DECIMALS = integers.PLAIN_DECIMALS
 
 
 def _step_columns_fast(steps: list[dict]) -> dict[str, np.ndarray] | None:
@@ -424,16 +449,7 @@ def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, 
             i = values.index(None)
             raise fail(int(lines[i]), f"<step> has no {name!r} attribute", f"add {name}=\"...\" (every executor requires it)")
         if name in STEP_INTS:
-            try:
-                out[name] = np.array(values, dtype=str).astype(np.int64) if values else np.zeros(0, np.int64)
-            except (ValueError, OverflowError):
-                for i, text in enumerate(values):
-                    try:
-                        if abs(int(text)) < 1 << 62:
-                            continue
-                    except ValueError:
-                        pass
-                    raise fail(int(lines[i]), f"<step> {name}={text!r} is not an integer", f"write {name} as a decimal integer") from None
+            out[name] = _integer_column(values, name, lines, fail)
             continue
         table = TYPE_CODES if name == "type" else BUFFER_CODES
         codes = np.array([table.get(v, -1) for v in values], dtype=np.int64)
@@ -444,6 +460,24 @@ def _step_columns_each(steps: list[dict], lines: np.ndarray, fail) -> dict[str, 
             raise fail(int(lines[i]), f"<step> {name}={values[i]!r} is not a {kinds} the executors know", f"use one of {', '.join(table)}")
         out[name] = codes
     return out
+
+
+def _integer_column(values: list[str], name: str, lines: np.ndarray, fail) -> np.ndarray:
+    """A step attribute's values as strtol reads them (:mod:`.integers`)."""
+    joined = ",".join(values)
+    if not values:
+        return np.zeros(0, np.int64)
+    if _DECIMALS.fullmatch(joined):
+        column = np.fromstring(joined, dtype=np.int64, sep=",")
+        if column.size == len(values):  # else a value holds a comma
+            return column
+    column = np.empty(len(values), dtype=np.int64)
+    for i, text in enumerate(values):
+        value = integers.read(text)
+        if value is None:
+            raise fail(int(lines[i]), f"<step> {name}: {integers.problem(text)}", f"write {name} as a decimal integer")
+        column[i] = value
+    return column
 
 
 def _check_steps(p: Program, numbers: np.ndarray, fail) -> None:
@@ -495,6 +529,21 @@ def _check_steps(p: Program, numbers: np.ndarray, fail) -> None:
     i = _nop_chain_without_dependency(p)
     if i is not None:
         raise fail(int(line[i]), f"{p.describe(i)} follows nop steps with dependencies but has depid=-1; msccl-executor-nccl and RCCL refuse such a file", "give this step the last dependency of the chain (as MSCCLang does) or remove the nops")
+
+
+def _check_step_counts(p: Program, fail) -> None:
+    """Refuse more steps than collspec checks in bounded time."""
+    if p.steps > MAX_STEPS:
+        raise fail(p.algo_line, f"the file has {p.steps} steps, more than the {MAX_STEPS} collspec checks", "check a smaller instance (docs/limits.md)")
+    long = np.flatnonzero(p.tb_steps > MAX_STEPS_PER_TB)
+    if long.size:
+        t = int(long[0])
+        raise fail(
+            int(p.tb_line[t]),
+            f"thread block {int(p.tb_id[t])} of GPU {int(p.tb_gpu[t])} has {int(p.tb_steps[t])} steps, more than the {MAX_STEPS_PER_TB} "
+            "collspec checks (msccl-executor-nccl and RCCL run at most 64: MSCCL_MAX_NUM_STEPS)",
+            "split the work over more thread blocks or channels",
+        )
 
 
 def _check_size(p: Program, data_cells: int, fail) -> None:

@@ -60,17 +60,22 @@ def candidate_pairs(p: Program, order: Order, cells: CellMap, gpus: np.ndarray):
     runs = np.flatnonzero((order.level >= 0) & (p.type != NOP) & np.isin(p.gpu, gpus))
     step, gpu, cell, write = accesses(p, runs, cells)
     key = gpu * np.int64(cells.cells) + cell
-    o = np.argsort(key, kind="stable")
-    key, step, write, cell = key[o], step[o], write[o], cell[o]
-    partners = np.searchsorted(key, key, side="right") - np.arange(key.size) - 1
+    tb = p.tb[step]
+    o = np.lexsort((tb, key))  # by cell, then thread block: only pairs across blocks are enumerated
+    key, step, write, cell, tb = key[o], step[o], write[o], cell[o], tb[o]
+    n = key.size
+    change = np.ones(n, dtype=bool)
+    change[1:] = (key[1:] != key[:-1]) | (tb[1:] != tb[:-1])
+    block_end = np.r_[np.flatnonzero(change)[1:], n][np.cumsum(change) - 1] if n else np.zeros(0, np.int64)
+    partners = np.searchsorted(key, key, side="right") - block_end  # later accesses of the cell by other blocks
     bounds = np.cumsum(partners)
     start = 0
-    while start < key.size:
+    while start < n:
         stop = max(int(np.searchsorted(bounds, bounds[start] - partners[start] + PAIR_SLICE, side="right")), start + 1)
         first, k = spread(partners[start:stop])
         first = first + start
-        second = first + 1 + k
-        keep = (write[first] | write[second]) & (p.tb[step[first]] != p.tb[step[second]])
+        second = block_end[first] + k
+        keep = write[first] | write[second]
         a, b = step[first[keep]], step[second[keep]]
         yield np.minimum(a, b), np.maximum(a, b), cell[first[keep]]
         start = stop

@@ -117,6 +117,14 @@ def loads(text: str, path: str = "<plan>") -> Plan:
     return _Reader(path).plan(obj)
 
 
+def from_document(obj, path: str = "<plan>", size: int = 0) -> Plan:
+    """Resolve a plan already parsed from JSON (``size``: the file's bytes,
+    held to :data:`MAX_FILE_BYTES`)."""
+    if size > MAX_FILE_BYTES:
+        raise PlanFormatError(f"{path}: the file has {size} bytes, more than the {MAX_FILE_BYTES} this checker reads")
+    return _Reader(path).plan(obj)
+
+
 class _Reader:
     def __init__(self, path: str):
         self.path = path
