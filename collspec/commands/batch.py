@@ -95,6 +95,11 @@ def guarded(path: str, command: str, work: Callable[[], FileResult], locate: boo
     except RecursionError:
         message = f"{path}: nested too deeply to check"
         return FileResult(path, Report(command, path, [Violation("malformed", message)]), 2, message)
+    except MemoryError:
+        from ..limits import memory_hint
+
+        message = f"{path}: out of memory; {memory_hint()}"
+        return FileResult(path, Report(command, path, [Violation("malformed", message)]), 2, message)
     except Exception as error:  # noqa: BLE001 - reported as collspec's own failure, exit 3
         message = f"internal error of collspec on {path}: {type(error).__name__}: {error} (please report it with the file)"
         return FileResult(path, Report(command, path), 3, message)
