@@ -146,7 +146,7 @@ def test_prove_schedule_takes_several_files(tree, capsys):
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
         "prove good/ring4.json: ok (0 errors, 0 warnings)",
-        "prove broken.json: FAILED (1 errors, 0 warnings)",
+        "prove broken.json: FAILED (1 error, 0 warnings)",
         "prove malformed.json: malformed: malformed.json: step 1, transfer 2: field 'dst' = 4 is out of range 0..3",
         "prove: 3 files: 1 ok, 1 FAILED, 1 malformed",
     ]

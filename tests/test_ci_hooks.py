@@ -73,7 +73,7 @@ def test_the_msccl_hook_passes_a_good_file_and_fails_a_broken_one(repository):
     bad = _pre_commit(repo, env, "collspec-msccl", "algorithms/ring4.xml", "algorithms/broken.xml")
     assert bad.returncode == 1
     assert "- exit code: 1" in bad.stdout
-    assert "check algorithms/broken.xml: FAILED (9 errors, 1 warnings)" in bad.stdout
+    assert "check algorithms/broken.xml: FAILED (9 errors, 1 warning)" in bad.stdout
     assert "check algorithms/ring4.xml: ok (0 errors, 0 warnings)" in bad.stdout
 
 

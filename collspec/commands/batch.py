@@ -142,12 +142,16 @@ def add_options(parser) -> None:
 
 
 def summary_line(result: FileResult) -> str:
-    """``check ring.json: ok (0 errors, 1 warnings)``: one line per file."""
+    """``check ring.json: ok (0 errors, 1 warning)``: one line per file."""
     if result.status >= 2:
         return f"{result.report.command} {result.path}: {STATUS_NAMES[result.status]}: {result.error}"
     errors = sum(v.is_error for v in result.report.violations)
     warnings = len(result.report.violations) - errors
-    return f"{result.report.command} {result.path}: {STATUS_NAMES[result.status]} ({errors} errors, {warnings} warnings)"
+    return f"{result.report.command} {result.path}: {STATUS_NAMES[result.status]} ({_count(errors, 'error')}, {_count(warnings, 'warning')})"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def combined_json(command: str, results: list[FileResult]) -> dict:
