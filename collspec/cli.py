@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         _malformed_report(args, error)
         return 2
     except Exception as error:  # noqa: BLE001 - the one place every other exception ends
-        print(f"collspec {args.command}: internal error: {_internal(error)}", file=sys.stderr)
+        print(f"collspec {args.command}: internal error: {internal_error_text(error)}", file=sys.stderr)
         return 3
 
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 BUG_REPORTS = "the collspec maintainers (the project's issue tracker)"
 
 
-def _internal(error: BaseException) -> str:
+def internal_error_text(error: BaseException) -> str:
     """One line for an internal error: the exception, where its traceback
     was written, and where to report it."""
     import tempfile

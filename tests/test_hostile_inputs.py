@@ -142,10 +142,10 @@ def test_a_symlink_to_a_device_is_refused_by_name(tmp_path, target):
     assert err.strip().endswith("is a character device (through a symbolic link); give a regular file or a pipe")
 
 
-def test_a_directory_is_refused_by_name(tmp_path):
+def test_a_directory_is_a_folder_to_search_and_an_empty_one_is_refused_by_name(tmp_path):
     (tmp_path / "d.json").mkdir()
     status, _, err = run_cli(["check", str(tmp_path / "d.json")])
-    assert status == 2 and "is a directory" in err
+    assert status == 2 and "d.json: no *.json or *.xml file in this folder" in err
 
 
 def test_plan_or_schedule_is_decided_by_content_for_any_size(tmp_path):

@@ -101,7 +101,9 @@ def guarded(path: str, command: str, work: Callable[[], FileResult], locate: boo
         message = f"{path}: out of memory; {memory_hint()}"
         return FileResult(path, Report(command, path, [Violation("malformed", message)]), 2, message)
     except Exception as error:  # noqa: BLE001 - reported as collspec's own failure, exit 3
-        message = f"internal error of collspec on {path}: {type(error).__name__}: {error} (please report it with the file)"
+        from ..cli import internal_error_text
+
+        message = internal_error_text(error)
         return FileResult(path, Report(command, path), 3, message)
 
 
@@ -126,7 +128,7 @@ def _outcome(future, path: str, function) -> FileResult:
         return future.result()
     except Exception as error:  # noqa: BLE001 - BrokenProcessPool and the like
         command = function.__name__.split("_")[0]
-        message = f"internal error of collspec on {path}: its worker process failed ({type(error).__name__}: {error}); check it alone with --jobs 1"
+        message = f"its worker process failed ({type(error).__name__}: {error}); check it alone with --jobs 1"
         return FileResult(path, Report(command, path), 3, message)
 
 

@@ -180,7 +180,7 @@ def _print_one(result: batch.FileResult, args) -> None:
     import sys
 
     if result.status >= 2:
-        print(f"collspec check: error: {result.error}", file=sys.stderr)
+        print(f"collspec check: {'internal error' if result.status == 3 else 'error'}: {result.error}", file=sys.stderr)
     if result.status != 3:
         _print_proof(result.report.stats, args)
         emit(result.report, args, quiet=result.status == 2)

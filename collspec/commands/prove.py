@@ -126,7 +126,7 @@ def _print_one(result: batch.FileResult, args) -> None:
 
     out = sys.stderr if args.json == "-" else sys.stdout
     if result.status >= 2:
-        print(f"collspec prove: error: {result.error}", file=sys.stderr)
+        print(f"collspec prove: {'internal error' if result.status == 3 else 'error'}: {result.error}", file=sys.stderr)
         if result.status == 2 and args.json:
             write_json(result.report.to_json(), args.json)
         return
