@@ -293,7 +293,8 @@ def test_without_aggregation_the_peer_distance_is_the_offsets_lowest_bit():
 
 
 def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
-    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=1, count=1)
+    # aggregation 256 with postFreq 256 (a chunk of 256 elements): one message a step
+    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=256, count=1)
     assert len(schedule.steps) == 9 and _distances(schedule, 512) == [[1], [2], [4], [8], [16], [32], [64], [128], [256]]
     # 6 ranks, no aggregation: P = 8, so offsets 7 and 6 do not exist and their steps send nothing
     six = generate("nccl-pat", "reduce_scatter", 6, aggregation=1, count=1)
@@ -523,7 +524,7 @@ def test_cli_bad_options_exit_2_naming_the_option():
         (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (206155284480 (step, rank, slot) "
                                              "points, at most 2147483648); use fewer ranks or smaller options"),
         (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
-         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 4294967296 slots a step; "
+         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 131072 slots a step; "
          "at most 33554432 and 16777216): use fewer ranks, a smaller count or chunk"),
     ]
     for args, message in cases:

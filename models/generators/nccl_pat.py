@@ -203,6 +203,7 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
     aggregation, post, chunk, count = _options(aggregation, post, chunk, count)
     reduce = collective == "reduce_scatter"
     loops = -(-count // chunk)
+    cw = max(1, min(chunk, count))  # slots per block of a message: the elements of a chunk that exist
 
     def pf(n):
         derived = post_frequency(n, chunk, count)
@@ -220,7 +221,7 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         per = _nonzero(steps_per_loop(n, agg(n), pf(n)))
         loop = ix.floordiv(s, per)
         t = s - loop * per
-        e, x = ix.floordiv(j, chunk), j % chunk
+        e, x = ix.floordiv(j, cw), j % cw
         offset, b, used = hop(n, t, e, agg(n), pf(n), reduce)
         element = loop * chunk + x
         block = (r + offset - (0 if reduce else b)) % n
@@ -242,7 +243,7 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         return most
 
     return Program(
-        ALGORITHM, collective, lambda n: n * count, steps, lambda n: pf(n) * chunk, transfer, label,
+        ALGORITHM, collective, lambda n: n * count, steps, lambda n: pf(n) * cw, transfer, label,
         lambda: pat_program(collective, aggregation, chunk, count, post), capacity=capacity, sort=BITVEC,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, postFreq {int(pf(n))}, chunk {chunk}, {count} elements per rank",
         meta={"aggregation": aggregation, "post": post, "chunk": chunk, "count": count},
