@@ -14,22 +14,27 @@ the offset, lowest first, and a partial leaves a rank only after every
 larger offset that feeds it has arrived. Offsets of N or more do not exist
 for a rank count that is not a power of two: those steps are skipped.
 
-Aggregation. With aggregation A (a power of two; NCCL doubles it while
-messages are small and it is below N/2) and ``P`` the power of two at or
-above N, ``delta = P / A``:
+Aggregation (NCCL 2.30's constructors). postFreq doubles from 1 while a
+chunk holds at least twice the aggregated data (``chunk // (count *
+postFreq) >= 2``) and while below N / 2; the aggregation A is postFreq
+doubled through the NCCL_STEPS (8) loop, still below N / 2: min(8
+postFreq, the most), so NCCL runs A = min(8, most) .. most (1 only for
+N <= 3) and only postFreq depends on the size. With ``P`` the power of two
+at or above N and ``delta = P / A``:
 
-1. for ``as = delta - 1`` down to 1, one step: the offsets
-   ``s = i * delta + as`` (i < A) share their lowest set bit, so every rank
-   sends those (up to A) partials to the one peer ``rank + lowbit(as)``
-   in one message (NCCL's phases 0 and 1);
-2. then for ``scale = 1, 2, ..., A/2``, one step: the offsets
-   ``s = (2i + 1) * scale * delta`` go to ``rank + scale * delta``
-   (phases 2 and 3).
+1. for ``as = delta - 1`` down to 1: the offsets ``s = i * delta + as``
+   (i < A) share their lowest set bit, so every rank sends those partials
+   to the one peer ``rank + lowbit(as)`` (NCCL's phases 0 and 1);
+2. then for ``scale = 1, 2, ..., A/2``: the offsets ``s = (2i + 1) * scale
+   * delta`` go to ``rank + scale * delta`` (phases 2 and 3).
 
-``delta - 1 + log2 A`` steps: P - 1 for A = 1, log2 P for A = P/2. Each
-rank still sends N - 1 blocks in all. All-gather is the same tree run
-backwards: the steps in reverse order, each message from ``rank + b`` to
-``rank`` (``rank - 2**d`` as NCCL's PAT all-gather sends), copying.
+Each of these steps is cut into messages of postFreq blocks, one schedule
+step per message (NCCL's ``postSend``), the reduce-scatter's blocks in
+``mirrorInvert`` order. The all-gather is the same tree run backwards,
+copying, each message from ``rank + b`` to ``rank`` (``rank - 2**d`` as
+NCCL's PAT all-gather sends), in NCCL's order: the scales A/2 down to 1,
+then the steps ``as`` in ``nextAs()`` order (:func:`next_as`), not the
+reduce-scatter's order reversed.
 
 Blocks are ``count`` elements, walked in loops of ``chunk`` elements (the
 last one short); a loop runs all the steps.
