@@ -108,12 +108,12 @@ def test_check_passes_generator_options_and_refuses_bad_ones(tmp_path):
     assert nccl.returncode == 2 and "ring 0 [0, 1, 2, 3, 4] is not a permutation of the ranks 0..1" in nccl.stderr
     nccl = run("check", "-a", "nccl-ring", "-c", "reduce", "-n", "5", "--option", "channels=3", "--option", "root=2", "--option", "rings=0,1,2,3,4/4,3,2,1,0", "--json", str(tmp_path / "n.json"))
     assert nccl.returncode == 0, nccl.stderr
-    assert json.loads((tmp_path / "n.json").read_text())["stats"]["steps"] == 2 + 5 - 2  # 12 elements: 4 per channel, 2 chunks of 2, then the chain
+    assert json.loads((tmp_path / "n.json").read_text())["stats"]["steps"] == 1 + 5 - 2  # 12 float32: one channel in NCCL's split, one chunk, then the chain
     for args, words in [
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=5"), "hierarchical-ring allreduce: group size 5 does not divide 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=0"), "--option 'group_size=0': group_size must be at least 1 for 16 ranks"),
         (("-a", "hierarchical-ring", "-n", "16", "--option", "group_size=x"), "--option 'group_size=x': group_size must be an integer"),
-        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks, channels, chunk, align, count, aggregation, rings"),
+        (("-a", "hierarchical-ring", "-n", "16", "--option", "size=4"), "--option 'size=4': write NAME=VALUE with NAME one of group_size, root, chunks, channels, chunk, align, dtype, protocol, count, aggregation, post, parts, rings"),
         (("-a", "nccl-ring", "-n", "4", "--option", "channels=0"), "--option 'channels=0': channels must be at least 1 for 4 ranks"),
         (("-a", "nccl-ring", "-n", "4", "--option", "channels=65"), "nccl-ring: option channels must be an integer from 1 to 64, got 65"),
         (("-a", "nccl-ring", "-n", "4", "--option", "rings=0,1,1,3"), "nccl-ring: option rings: ring 0 [0, 1, 1, 3] is not a permutation of the ranks 0..3"),

@@ -293,7 +293,8 @@ def test_without_aggregation_the_peer_distance_is_the_offsets_lowest_bit():
 
 
 def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
-    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=1, count=1)
+    # aggregation 256 with postFreq 256 (a chunk of 256 elements): one message a step
+    schedule = generate("nccl-pat", "reduce_scatter", 512, chunk=256, count=1)
     assert len(schedule.steps) == 9 and _distances(schedule, 512) == [[1], [2], [4], [8], [16], [32], [64], [128], [256]]
     # 6 ranks, no aggregation: P = 8, so offsets 7 and 6 do not exist and their steps send nothing
     six = generate("nccl-pat", "reduce_scatter", 6, aggregation=1, count=1)
@@ -306,13 +307,63 @@ def test_full_aggregation_takes_log2_steps_and_skips_offsets_past_n():
 
 
 def test_pat_allgather_is_the_reduce_scatter_tree_backwards():
+    # the same links and blocks in all (each copy runs a reduce backwards), in another order
     n = 12
     rs = generate("nccl-pat", "reduce_scatter", n, aggregation=2, count=1)
     ag = generate("nccl-pat", "allgather", n, aggregation=2, count=1)
-    assert len(rs.steps) == len(ag.steps)
-    for a, b in zip(ag.steps, reversed(rs.steps)):
-        assert sorted(zip(a.dst.tolist(), a.src.tolist(), a.src_chunk.tolist())) == sorted(zip(b.src.tolist(), b.dst.tolist(), b.src_chunk.tolist()))
-        assert set(a.op.tolist()) <= {0} and set(b.op.tolist()) <= {1}
+    backwards = sorted((d, s_, c) for st in rs.steps for s_, d, c in zip(st.src.tolist(), st.dst.tolist(), st.src_chunk.tolist()))
+    forwards = sorted((s_, d, c) for st in ag.steps for s_, d, c in zip(st.src.tolist(), st.dst.tolist(), st.src_chunk.tolist()))
+    assert len(backwards) == len(forwards) == n * (n - 1)
+    assert {op for st in ag.steps for op in st.op.tolist()} == {0} and {op for st in rs.steps for op in st.op.tolist()} == {1}
+
+
+#: PatAGAlgorithm::nextAs (src/include/collectives.h, NCCL 2.30.7): the order of the
+#: all-gather's steps ``as`` after its scale steps, for aggDelta 2, 4, 8, 16
+NEXT_AS = {2: [1], 4: [2, 3, 1], 8: [4, 6, 7, 5, 2, 3, 1], 16: [8, 12, 14, 15, 13, 10, 11, 9, 4, 6, 7, 5, 2, 3, 1]}
+
+
+@pytest.mark.parametrize("delta", sorted(NEXT_AS))
+def test_pat_allgather_walks_nccls_next_as_order(delta):
+    assert [int(nccl_pat.next_as(np.int64(p), delta)) for p in range(delta - 1)] == NEXT_AS[delta]
+
+
+def _sends(schedule, src, dst):
+    """Blocks (count 1) src sends to dst, one list per message (step), in order."""
+    return [sorted(st.src_chunk[(st.src == src) & (st.dst == dst)].tolist()) for st in schedule.steps if ((st.src == src) & (st.dst == dst)).any()]
+
+
+def test_pat_allgather_n9_rank_0_sends_blocks_2_and_6_to_rank_8_before_0_and_4():
+    # aggregation 4, aggDelta 4: after the scale steps, as = 2, 3, 1; as 3 carries offsets 3 and 7
+    # (blocks 0 + 3 - 1 = 2 and 6), as 1 offsets 1 and 5 (blocks 0 and 4); postFreq 1: one block a message
+    ag = generate("nccl-pat", "allgather", 9, count=1, chunk=1)
+    assert _sends(ag, 0, 8) == [[2], [6], [0], [4]]
+
+
+#: (N, count, chunk) -> (aggFactor, postFreq), from the PAT constructors (NCCL 2.30.7): postFreq
+#: doubles while chunk / (count x postFreq) >= 2 and below N/2; aggFactor is postFreq doubled
+#: through the NCCL_STEPS (8) loop, still below N/2: min(8, max) .. max, 1 only for N <= 3
+AGGREGATION = [
+    ((3, 1, 1), (1, 1)), ((4, 1, 1), (2, 1)), ((9, 1, 1), (4, 1)), ((17, 1, 1), (8, 1)), ((64, 1, 1), (8, 1)),
+    ((64, 1, 2), (16, 2)), ((64, 1, 4), (32, 4)), ((64, 1, 1024), (32, 32)), ((64, 3, 2), (8, 1)), ((512, 1, 64), (256, 64)),
+]
+
+
+@pytest.mark.parametrize("args, expected", AGGREGATION)
+def test_pat_aggregation_and_post_frequency_are_nccls(args, expected):
+    n, count, chunk = args
+    post = int(nccl_pat.post_frequency(n, chunk, count))
+    assert (int(nccl_pat.nccl_aggregation(n, post)), post) == expected
+
+
+def test_pat_messages_carry_post_frequency_blocks():
+    # N = 64, count 1, chunk 1: postFreq 1, so every block is its own message: 64 x 63
+    s = generate("nccl-pat", "reduce_scatter", 64, count=1, chunk=1)
+    messages = sum(len({(a, b) for a, b in zip(st.src.tolist(), st.dst.tolist())}) for st in s.steps)
+    assert messages == 64 * 63
+    # chunk 4: postFreq 4, aggregation 32: messages of up to 4 blocks on each connection
+    s = generate("nccl-pat", "allgather", 64, count=1, chunk=4)
+    sizes = [int(np.count_nonzero(st.src == 0)) for st in s.steps if np.count_nonzero(st.src == 0)]
+    assert max(sizes) == 4 and sum(sizes) == 63 and check(s).ok
 
 
 @pytest.mark.parametrize(
@@ -473,7 +524,7 @@ def test_cli_bad_options_exit_2_naming_the_option():
         (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (206155284480 (step, rank, slot) "
                                              "points, at most 2147483648); use fewer ranks or smaller options"),
         (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
-         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 4294967296 slots a step; "
+         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 131072 slots a step; "
          "at most 33554432 and 16777216): use fewer ranks, a smaller count or chunk"),
     ]
     for args, message in cases:

@@ -53,7 +53,7 @@ MALFORMED = [
     (doc(ranks=True), "f.json: field 'ranks' must be an integer, got true"),
     (doc(chunks=-3), "f.json: field 'chunks' = -3 is out of range 1..1048576"),
     (doc(chunks=10**12), "f.json: field 'chunks' = 1000000000000 is out of range 1..1048576"),
-    (doc(stepz=[]), "f.json: unknown field 'stepz'; expected chunks, collective, link_capacity, name, owner, ranks, root, steps"),
+    (doc(stepz=[]), "f.json: unknown field 'stepz'; expected channels, chunks, collective, link_capacity, name, owner, ranks, root, steps"),
     (doc(steps={}), "f.json: field 'steps' must be a list of steps, got dict"),
     (doc(steps=[[{"src": 0, "dst": 1, "chunk": 0}]]), "f.json: step 0, transfer 0: missing field 'op'"),
     (doc(steps=[[], [{"src": 0, "dst": 1, "chunk": 1, "op": "reduce"}]]), "f.json: step 1, transfer 0: field 'chunk' = 1 is out of range 0..0"),

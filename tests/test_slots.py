@@ -89,3 +89,19 @@ def test_cli_slots_report_and_bad_input():
                             (["--slots", "8", "--slot-size", "0"], "--slot-size 0: a slot holds at least 1 cell")):
         bad = _cli(*ring, *option)
         assert bad.returncode == 2 and bad.stderr.strip() == f"collspec check: error: {message}"
+
+
+def test_nccl_pat_messages_of_post_frequency_blocks_fit_nccls_slots():
+    # N = 64, count 1, chunk 4: NCCL's PAT aggregates 32 blocks a step but posts them
+    # in messages of postFreq = 4, each a slot of the connection's NCCL_STEPS (8):
+    # no deadlock at 8 slots; at 2 slots the first message of 4 blocks waits in a cycle
+    from collspec.models.generators import generate
+    from collspec.models.slots import slot_deadlocks
+
+    for collective in ("reduce_scatter", "allgather"):
+        schedule = generate("nccl-pat", collective, 64, count=1, chunk=4)
+        assert slot_deadlocks(schedule, slots=8) == []
+    found = slot_deadlocks(generate("nccl-pat", "allgather", 64, count=1, chunk=4), slots=2)
+    assert [v.kind for v in found] == ["deadlock"]
+    assert found[0].message.startswith("step 2 (loop 0 message 2: distance 8, first offset 8): ranks 0 -> 56 -> 48 -> 40 -> 32 -> 24 -> 16 -> 8 -> 0 "
+                                       "each send 4 slots to the next before receiving")

@@ -62,7 +62,9 @@ OPTIONS = {
     "dtype": (None, "nccl-ring: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
     "protocol": (None, "nccl-ring: NCCL's protocol, simple, ll or ll128 (default simple)"),
     "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
-    "aggregation": (lambda n: 1, "nccl-pat: partial sums aggregated per message, a power of two up to N/2"),
+    "aggregation": (lambda n: 1, "nccl-pat: NCCL's aggFactor, a power of two up to N/2 (default NCCL's: min(8 postFreq, the most))"),
+    "post": (lambda n: 1, "nccl-pat: blocks per message, NCCL's postFreq (default NCCL's, from chunk and count)"),
+    "parts": (None, "nccl-ring: elements per channel, by commas (3,2), in place of NCCL's split of a collective alone in its plan"),
     "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
 
@@ -92,6 +94,12 @@ def parse_options(texts: list[str], algorithm: str | None, collective: str, rank
             raise CollspecError(f"--option {text!r}: write NAME=VALUE with NAME one of {', '.join(OPTIONS)}")
         if name == "rings":
             options[name] = parse_rings(value)
+            continue
+        if name == "parts":
+            try:
+                options[name] = [int(v) for v in value.split(",")]
+            except ValueError:
+                raise CollspecError(f"--option {text!r}: write parts as element counts separated by commas") from None
             continue
         if name in ("dtype", "protocol"):  # names; the generator checks them
             options[name] = value.strip().lower() if name == "protocol" else value.strip()

@@ -14,22 +14,27 @@ the offset, lowest first, and a partial leaves a rank only after every
 larger offset that feeds it has arrived. Offsets of N or more do not exist
 for a rank count that is not a power of two: those steps are skipped.
 
-Aggregation. With aggregation A (a power of two; NCCL doubles it while
-messages are small and it is below N/2) and ``P`` the power of two at or
-above N, ``delta = P / A``:
+Aggregation (NCCL 2.30's constructors). postFreq doubles from 1 while a
+chunk holds at least twice the aggregated data (``chunk // (count *
+postFreq) >= 2``) and while below N / 2; the aggregation A is postFreq
+doubled through the NCCL_STEPS (8) loop, still below N / 2: min(8
+postFreq, the most), so NCCL runs A = min(8, most) .. most (1 only for
+N <= 3) and only postFreq depends on the size. With ``P`` the power of two
+at or above N and ``delta = P / A``:
 
-1. for ``as = delta - 1`` down to 1, one step: the offsets
-   ``s = i * delta + as`` (i < A) share their lowest set bit, so every rank
-   sends those (up to A) partials to the one peer ``rank + lowbit(as)``
-   in one message (NCCL's phases 0 and 1);
-2. then for ``scale = 1, 2, ..., A/2``, one step: the offsets
-   ``s = (2i + 1) * scale * delta`` go to ``rank + scale * delta``
-   (phases 2 and 3).
+1. for ``as = delta - 1`` down to 1: the offsets ``s = i * delta + as``
+   (i < A) share their lowest set bit, so every rank sends those partials
+   to the one peer ``rank + lowbit(as)`` (NCCL's phases 0 and 1);
+2. then for ``scale = 1, 2, ..., A/2``: the offsets ``s = (2i + 1) * scale
+   * delta`` go to ``rank + scale * delta`` (phases 2 and 3).
 
-``delta - 1 + log2 A`` steps: P - 1 for A = 1, log2 P for A = P/2. Each
-rank still sends N - 1 blocks in all. All-gather is the same tree run
-backwards: the steps in reverse order, each message from ``rank + b`` to
-``rank`` (``rank - 2**d`` as NCCL's PAT all-gather sends), copying.
+Each of these steps is cut into messages of postFreq blocks, one schedule
+step per message (NCCL's ``postSend``), the reduce-scatter's blocks in
+``mirrorInvert`` order. The all-gather is the same tree run backwards,
+copying, each message from ``rank + b`` to ``rank`` (``rank - 2**d`` as
+NCCL's PAT all-gather sends), in NCCL's order: the scales A/2 down to 1,
+then the steps ``as`` in ``nextAs()`` order (:func:`next_as`), not the
+reduce-scatter's order reversed.
 
 Blocks are ``count`` elements, walked in loops of ``chunk`` elements (the
 last one short); a loop runs all the steps.
@@ -67,65 +72,173 @@ def pow2_above(n):
 
 
 def max_aggregation(n):
-    """The most aggregation NCCL reaches: doubling from 1 while below N / 2."""
+    """The most aggregation NCCL reaches: doubling from 1 while below N / 2 (integer)."""
     return pow2_above(_nonzero(ix.floordiv(n, 2)))
 
 
-def steps_per_loop(n, aggregation):
-    """delta - 1 stage-1 steps and log2 A stage-2 steps (none for one rank)."""
+def post_frequency(n, chunk, count):
+    """postFreq: the aggregation NCCL 2.30's PAT constructors reach before the
+    NCCL_STEPS loop, doubling from 1 while a chunk holds at least twice the
+    aggregated channel data (``chunk // (count * A) >= 2``) and below N / 2."""
+    fits = max(1, chunk // max(count, 1))  # doubling while A <= chunk / (2 count) ends at the largest power of two <= chunk / count
+    largest = 1 << (fits.bit_length() - 1)
+    return ix.where(largest < max_aggregation(n), largest, max_aggregation(n))
+
+
+def nccl_aggregation(n, post):
+    """aggFactor: postFreq doubled three more times (the ``stepDepth`` =
+    NCCL_STEPS = 8 loop), still below N / 2: min(8 postFreq, the maximum)."""
+    most = max_aggregation(n)
+    return ix.where(8 * post < most, 8 * post, most)
+
+
+def _log2(power):
+    return ix.floor_log2(_nonzero(power))
+
+
+def _reverse(x, width):
+    """x with its log2(width) low bits reversed (width a power of two)."""
+    result = 0 * x
+    for k in range(ix.RANK_BITS):
+        bit = ix.shift_right(x, k) % 2
+        result = result + ix.where(ix.both(bit == 1, (1 << k) < width), ix.shift_right(width, k + 1), 0)
+    return result
+
+
+def next_as(p, delta):
+    """The p-th (from 0) step ``as`` of NCCL's PAT all-gather after its scale
+    steps (``PatAGAlgorithm::nextAs``, NCCL 2.30): a pre-order walk of the
+    bits below delta. Taking the highest bit h = delta / 2: step 0 is h,
+    steps 1 .. h - 1 are h plus the walk of delta / 2 from its step 0, and
+    steps h .. delta - 2 are the walk of delta / 2. delta 4: 2, 3, 1; delta 8:
+    4, 6, 7, 5, 2, 3, 1."""
+    q = p + 1
+    h = ix.floordiv(delta, 2)
+    value = 0 * q
+    done = q < 1
+    for _ in range(ix.RANK_BITS):
+        live = ix.both(ix.negate(done), h >= 1)
+        here = ix.both(live, q == 1)
+        left = ix.both(live, q != 1, q <= h)
+        value = value + ix.where(ix.either(here, left), h, 0)
+        q = ix.where(left, q - 1, ix.where(ix.both(live, q > h), q - h, q))
+        done = ix.either(done, here)
+        h = ix.floordiv(h, 2)
+    return value
+
+
+def _ceil_log2(x):
+    return ix.where(x <= 1, 0, ix.floor_log2(_nonzero(x - 1)) + 1)
+
+
+def steps_per_loop(n, aggregation, post):
+    """Messages in a loop, one schedule step each: (delta - 1) steps ``as`` of
+    A / postFreq messages, and for each scale 2**k (k < log2 A) max(1, A /
+    (2**(k+1) postFreq)) messages (none for one rank)."""
     delta = ix.floordiv(pow2_above(n), aggregation)
-    return ix.where(n >= 2, delta - 1 + ix.floor_log2(aggregation), 0)
+    q = ix.floordiv(aggregation, post)
+    scales = (q - 1) + _log2(aggregation) - _log2(q)
+    return ix.where(n >= 2, (delta - 1) * q + scales, 0)
 
 
-def hop(n, t, i, aggregation):
-    """Step t of a loop, slot i of the aggregate: ``(offset s, distance b, used)``."""
+def _scale_message(t2, q, aggregation, backwards):
+    """Scale-stage message t2 -> (k, message m within scale 2**k). Forwards
+    (reduce-scatter): k = 0, 1, ...; backwards (all-gather): k from log2 A - 1 down."""
+    log_q, log_a = _log2(q), _log2(aggregation)
+    if not backwards:
+        many = t2 < q - 1
+        k_many = log_q - _ceil_log2(_nonzero(q - t2))
+        m_many = t2 - (q - ix.shift_right(q, k_many))
+        return ix.where(many, k_many, log_q + t2 - (q - 1)), ix.where(many, m_many, 0)
+    single = log_a - log_q
+    first = t2 < single
+    t3 = t2 - single
+    j = ix.floor_log2(_nonzero(t3 + 1))
+    return ix.where(first, log_a - 1 - t2, log_q - 1 - j), ix.where(first, 0, t3 + 1 - ix.shift_left(1, j, like=t3))
+
+
+def hop(n, t, e, aggregation, post, reduce):
+    """Message t of a loop, block e of the message: ``(offset s, distance b, used)``.
+
+    Reduce-scatter: steps ``as`` = delta - 1 down to 1, then scales 1, 2, ...
+    A / 2; all-gather: scales A / 2 down to 1, then ``as`` in :func:`next_as`
+    order. A step of L blocks (L = A, or A / (2 scale)) is cut into messages
+    of postFreq blocks; the blocks' slot numbers i follow NCCL's ``a``: i = a
+    for the all-gather, i = the mirror of a for the reduce-scatter
+    (``mirrorInvert``), so reduce-scatter message m holds the i of one residue
+    modulo the step's message count."""
     delta = ix.floordiv(pow2_above(n), aggregation)
-    first = t < delta - 1
-    low = delta - 1 - t  # stage 1: 'as'
-    scale = ix.shift_left(1, ix.where(first, 0, t - (delta - 1)), like=t)  # stage 2
-    s = ix.where(first, i * delta + low, (2 * i + 1) * scale * delta)
-    b = ix.where(first, ix.lowest_set_bit(_nonzero(low)), scale * delta)
-    # i < A / (2 scale), not 2 i scale < A: the product overflows the proofs' bit-vectors past 1024 ranks
-    used = ix.where(first, i < aggregation, i < ix.floordiv(aggregation, _nonzero(2 * scale)))
-    return s, b, ix.both(used, s < n)
+    q = ix.floordiv(aggregation, post)
+    first_steps = (delta - 1) * q
+    scale_steps = (q - 1) + _log2(aggregation) - _log2(q)
+    in_as = t < first_steps if reduce else t >= scale_steps
+    t1 = t if reduce else t - scale_steps
+    p, m1 = ix.floordiv(t1, _nonzero(q)), t1 % _nonzero(q)
+    low = delta - 1 - p if reduce else next_as(p, delta)
+    k, m2 = _scale_message(t - first_steps if reduce else t, q, aggregation, not reduce)
+    scale = ix.shift_left(1, ix.where(in_as, 0, k), like=t)
+    last = ix.where(in_as, aggregation, ix.floordiv(aggregation, _nonzero(2 * scale)))
+    messages = ix.where(in_as, q, ix.where(ix.floordiv(q, _nonzero(2 * scale)) >= 1, ix.floordiv(q, _nonzero(2 * scale)), 1))
+    per = ix.floordiv(last, _nonzero(messages))
+    m = ix.where(in_as, m1, m2)
+    if reduce:
+        i = _reverse(messages - 1 - m, messages) + messages * e
+    else:
+        i = m * per + e
+    s = ix.where(in_as, i * delta + low, (2 * i + 1) * scale * delta)
+    b = ix.where(in_as, ix.lowest_set_bit(_nonzero(low)), scale * delta)
+    return s, b, ix.both(e < per, s < n)
 
 
-def pat_program(collective: str, aggregation=None, chunk=None, count=None) -> Program:
-    """The transfer function of ``collective`` (see the module text)."""
+def _options(aggregation, post, chunk, count):
     chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS, ALGORITHM)
     count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
-    if aggregation is not None:
-        aggregation = _integer("aggregation", aggregation, 1, 1 << 16, ALGORITHM)
-        if aggregation & (aggregation - 1):
-            raise ScheduleError(f"{ALGORITHM}: option aggregation must be a power of two, got {aggregation}")
+    for name, value in (("aggregation", aggregation), ("post", post)):
+        if value is not None:
+            value = _integer(name, value, 1, 1 << 16, ALGORITHM)
+            if value & (value - 1):
+                raise ScheduleError(f"{ALGORITHM}: option {name} must be a power of two, got {value}")
+    if aggregation is not None and post is not None and post > aggregation:
+        raise ScheduleError(f"{ALGORITHM}: option post ({post}) must be at most aggregation ({aggregation})")
+    return aggregation, post, chunk, count
+
+
+def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=None) -> Program:
+    """The transfer function of ``collective`` (see the module text)."""
+    aggregation, post, chunk, count = _options(aggregation, post, chunk, count)
     reduce = collective == "reduce_scatter"
     loops = -(-count // chunk)
+    cw = max(1, min(chunk, count))  # slots per block of a message: the elements of a chunk that exist
+
+    def pf(n):
+        derived = post_frequency(n, chunk, count)
+        if post is not None:
+            return post
+        return derived if aggregation is None else ix.where(derived < aggregation, derived, aggregation)
 
     def agg(n):
-        return max_aggregation(n) if aggregation is None else aggregation
+        return nccl_aggregation(n, pf(n)) if aggregation is None else aggregation
 
     def steps(n):
-        return loops * steps_per_loop(n, agg(n))
+        return loops * steps_per_loop(n, agg(n), pf(n))
 
     def transfer(n, s, r, j):
-        per = _nonzero(steps_per_loop(n, agg(n)))
+        per = _nonzero(steps_per_loop(n, agg(n), pf(n)))
         loop = ix.floordiv(s, per)
         t = s - loop * per
-        i, e = ix.floordiv(j, chunk), j % chunk
-        offset, b, used = hop(n, t if reduce else per - 1 - t, i, agg(n))
-        element = loop * chunk + e
+        e, x = ix.floordiv(j, cw), j % cw
+        offset, b, used = hop(n, t, e, agg(n), pf(n), reduce)
+        element = loop * chunk + x
         block = (r + offset - (0 if reduce else b)) % n
         dst = (r + b) % n if reduce else (r + n - b % n) % n
         cell = block * count + element
         return Transfer(ix.both(used, element < count), dst, cell, cell, REDUCE if reduce else COPY)
 
     def label(n, s):
-        per = int(steps_per_loop(n, agg(n)))
+        per = int(steps_per_loop(n, agg(n), pf(n)))
         loop, t = divmod(int(s), per)
-        t = t if reduce else per - 1 - t
-        delta = int(pow2_above(n)) // int(agg(n))
-        what = f"offsets = {delta - 1 - t} mod {delta}" if t < delta - 1 else f"offsets = odd x {(1 << (t - delta + 1)) * delta}"
-        return ("reduce-scatter" if reduce else "all-gather"), f"loop {loop}: {what}"
+        offset, b, _ = hop(n, np.int64(t), np.int64(0), agg(n), pf(n), reduce)
+        return ("reduce-scatter" if reduce else "all-gather"), f"loop {loop} message {t}: distance {int(b)}, first offset {int(offset)}"
 
     def capacity(n, built):
         most = 1
@@ -135,15 +248,15 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None) -> Pr
         return most
 
     return Program(
-        ALGORITHM, collective, lambda n: n * count, steps, lambda n: agg(n) * chunk, transfer, label,
-        lambda: pat_program(collective, aggregation, chunk, count), capacity=capacity, sort=BITVEC,
-        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, chunk {chunk}, {count} elements per rank",
-        meta={"aggregation": aggregation, "chunk": chunk, "count": count},
+        ALGORITHM, collective, lambda n: n * count, steps, lambda n: pf(n) * cw, transfer, label,
+        lambda: pat_program(collective, aggregation, chunk, count, post), capacity=capacity, sort=BITVEC,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, postFreq {int(pf(n))}, chunk {chunk}, {count} elements per rank",
+        meta={"aggregation": aggregation, "post": post, "chunk": chunk, "count": count},
     )
 
 
-def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None) -> Schedule:
-    made = pat_program(collective, aggregation, chunk, count)
+def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None, post=None) -> Schedule:
+    made = pat_program(collective, aggregation, chunk, count, post)
     most = int(max_aggregation(n))
     if aggregation is not None and aggregation > most:
         raise ScheduleError(f"{ALGORITHM}: option aggregation must be at most {most} for {n} ranks (NCCL stops doubling it at N/2), got {aggregation}")
@@ -158,8 +271,8 @@ def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=No
 
 
 def generator(collective: str):
-    def generate(n: int, aggregation=None, chunk=None, count=None) -> Schedule:
-        return generate_pat(collective, n, aggregation=aggregation, chunk=chunk, count=count)
+    def generate(n: int, aggregation=None, chunk=None, count=None, post=None) -> Schedule:
+        return generate_pat(collective, n, aggregation=aggregation, chunk=chunk, count=count, post=post)
 
     return generate
 

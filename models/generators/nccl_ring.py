@@ -42,7 +42,9 @@ name, default ``float32``: the element size), ``protocol`` (``simple``,
 ``ll``, ``ll128``; default ``simple``), ``count`` (elements; per rank for
 reduce-scatter and all-gather; defaults in :data:`DEFAULT_COUNT`), ``rings``
 (one permutation of the ranks per channel, or fewer, reused in turn;
-default the identity ring for every channel), ``root``. ``chunk`` (elements
+default the identity ring for every channel), ``root``, ``parts`` (elements
+per channel in place of NCCL's split of a collective alone in its plan).
+``chunk`` (elements
 per chunk) and ``align`` (elements a last-loop all-reduce chunk is rounded
 to) default to NCCL's for the protocol and dtype (:func:`.nccl_host.chunk_elements`,
 ``16 / sizeof(T)``); given, they stand for a tuner's or NCCL_BUFFSIZE's
@@ -306,8 +308,13 @@ def _integer(name: str, value, low: int, high: int, algorithm: str = ALGORITHM) 
     return int(value)
 
 
-def layout_of(collective: str, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None) -> Layout:
-    """The checked options (ScheduleError naming the option otherwise)."""
+def layout_of(collective: str, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None,
+              parts=None) -> Layout:
+    """The checked options (ScheduleError naming the option otherwise).
+    ``parts`` (elements per channel, channel 0 first) replaces NCCL's split
+    of a collective alone in its plan: NCCL gives other parts to a
+    collective that shares a plan with others (its first channel continues
+    where the previous one's traffic ended)."""
     channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS)
     try:
         itemsize = host.element_size(host.DEFAULT_DTYPE if dtype is None else dtype)
@@ -323,6 +330,8 @@ def layout_of(collective: str, channels=None, chunk=None, align=None, count=None
     align = _integer("align", align, 1, 1 << 10)
     if chunk % align:
         raise ScheduleError(f"{ALGORITHM}: option chunk ({chunk}) must be a multiple of align ({align})")
+    if count is None and isinstance(parts, (list, tuple)) and all(isinstance(p, (int, np.integer)) for p in parts):
+        count = sum(int(p) for p in parts)
     count = _integer("count", DEFAULT_COUNT[collective] if count is None else count, 0, MAX_CELLS)
     if rings is not None:
         if not isinstance(rings, (list, tuple)) or not rings:
@@ -330,6 +339,15 @@ def layout_of(collective: str, channels=None, chunk=None, align=None, count=None
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in rings):
             rings = [rings]
         rings = tuple(tuple(ring) for ring in rings)
+    if parts is not None:
+        if isinstance(parts, (int, np.integer)):
+            parts = [parts]
+        if not isinstance(parts, (list, tuple)) or not 1 <= len(parts) <= channels:
+            raise ScheduleError(f"{ALGORITHM}: option parts must list 1 to {channels} channel parts (one per channel), got {parts!r}")
+        parts = [_integer("parts", p, 0, MAX_CELLS) for p in parts]
+        if sum(parts) != count:
+            raise ScheduleError(f"{ALGORITHM}: option parts must add up to count ({count}), got {'+'.join(map(str, parts))} = {sum(parts)}")
+        return Layout(collective, count, channels, chunk, align, rings, root, itemsize, protocol, equal=tuple(parts) + (0,) * (channels - len(parts)))
     return Layout(collective, count, channels, chunk, align, rings, root, itemsize, protocol)
 
 
@@ -418,13 +436,15 @@ def generator(collective: str):
     named parameters (the command line reads them off the signature)."""
     if collective in ("broadcast", "reduce"):
 
-        def rooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None) -> Schedule:
-            return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, root=root, dtype=dtype, protocol=protocol)
+        def rooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, root=0, dtype=None, protocol=None, parts=None) -> Schedule:
+            return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, root=root, dtype=dtype,
+                                 protocol=protocol, parts=parts)
 
         return rooted
 
-    def unrooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, dtype=None, protocol=None) -> Schedule:
-        return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, dtype=dtype, protocol=protocol)
+    def unrooted(n: int, channels=None, chunk=None, align=None, count=None, rings=None, dtype=None, protocol=None, parts=None) -> Schedule:
+        return generate_ring(collective, n, channels=channels, chunk=chunk, align=align, count=count, rings=rings, dtype=dtype, protocol=protocol,
+                             parts=parts)
 
     return unrooted
 
