@@ -85,7 +85,7 @@ def _trees_only(args) -> int:
     markdown = args.format == "markdown"
     out = [("# " if markdown else "") + data["title"] + " (--hops: every hop)", ""]
     for k, tree in enumerate(data["trees"]):
-        out += [("## " if markdown else "") + f"Tree {k + 1} of {len(data['trees'])}"]
+        out += [("## " if markdown else "") + (f"Tree {k}" if len(data["trees"]) > 1 else "Tree")]  # numbered from 0, as NCCL's tree 0 and tree 1
         out += [("    " if markdown else "  ") + line for line in tree_lines(tree["parent"])] + [""]
     print("\n".join(out), end="")
     return 0
@@ -105,7 +105,7 @@ def _svg(schedule, diagram: str) -> str:
     trees = trees_of(schedule)
     if not trees:
         raise CollspecError(f"{schedule.label()} does not run along a tree; use --diagram schedule")
-    titles = [f"tree {k + 1} of {len(trees)}" if len(trees) > 1 else "tree" for k in range(len(trees))]
+    titles = [f"tree {k}" if len(trees) > 1 else "tree" for k in range(len(trees))]  # from 0, as NCCL numbers them
     return forest_svg(trees, titles, f"{schedule.label()}: the tree{'s' if len(trees) > 1 else ''} it runs along")
 
 
