@@ -52,7 +52,7 @@ ZOO = ROOT / "tests" / "zoo"
 ZOO_MSCCL = ROOT / "tests" / "zoo_msccl"
 ZOO_BACKENDS = ROOT / "tests" / "zoo_backends"
 #: Markdown notes copied into the site when present, with their page titles in the contents.
-NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md")
+NOTES = ("conformance.md", "mpi.md", "msccl.md", "mscclpp.md", "nccl.md", "bench.md", "runs.md")
 #: Rank counts tried for an algorithm's diagrams, first that works wins.
 DIAGRAM_RANKS = (4, 6, 8)
 COST_RANKS = tuple(range(2, 17)) + (20, 24, 28, 32, 40, 48, 56, 64)
