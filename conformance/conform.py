@@ -73,6 +73,7 @@ class Conformance:
             "loopback_only": self.result.loopback_only,
             "world_size": self.world_size,
             **self.settings,
+            **({"interrupted": self.result.interrupted} if self.result.interrupted else {}),
         }
         extra = {
             "backend": self.backend.target,
