@@ -194,4 +194,28 @@ def invariant(name: str) -> Invariant:
 
         return witness(n, s, r, c, below)
 
-    return Invariant(defined=lambda n, s, r, c: True, holds=holds, writer=writer, source=source, scope=scope(name))
+    def cases(params, s):
+        """One query per channel (and per parity of N on tree 1): the
+        induction's cell and rank count are the variables ``c`` and ``N``
+        of :func:`collspec.proofs.induction.queries`, named here."""
+        if channels == 1:
+            return []
+        c, n = (z3.BitVec(v, s.size()) for v in ("c", "N"))
+        split = []
+        for h in range(channels - 1):
+            split.append((f"channel {h}", c < (h + 1) * per))
+            if trees[h] == 1:
+                split.append((f"channel {h}, even N", n % 2 == 0))
+        if trees[-1] == 1:
+            split.append((f"channel {channels - 1}, even N", n % 2 == 0))
+        return split
+
+    return Invariant(defined=lambda n, s, r, c: True, holds=holds, writer=writer, source=source, scope=scope(name), cases=cases)
+
+
+def prove(name: str):
+    """Row ``name``: the spec's postcondition check, then the induction."""
+    from .induction import queries, spec_check
+    from .solver import run_queries
+
+    return run_queries([spec_check("allreduce"), *queries(program(name), invariant(name))])
