@@ -36,7 +36,8 @@ def down_one_step_late_from_17(channels=None, chunk=None, count=None):
     def transfer(n, s, r, j):
         now, late = made.transfer(n, s, r, j), made.transfer(n, s - 1, r, j)
         down = ix.both(n >= 17, j % nccl_tree.ROLES != 0)
-        return Transfer(*(ix.where(down, a, b) for a, b in zip(late, now)))
+        fields = [f.name for f in dataclasses.fields(Transfer)]
+        return Transfer(*(ix.where(down, getattr(late, f), getattr(now, f)) for f in fields))
 
     return dataclasses.replace(made, transfer=transfer)
 
