@@ -59,6 +59,11 @@ OPTIONS = {
 }
 
 
+def row(name: str) -> str:
+    """The ``collspec prove`` row of option set ``name`` (``--full`` only)."""
+    return f"nccl-tree.allreduce-{name}-exactly-once"
+
+
 def program(name: str):
     """The transfer function a row proves: nccl-tree's, at :data:`OPTIONS`."""
     return nccl_tree.tree_program(**OPTIONS[name])
