@@ -57,7 +57,7 @@ from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.generators import ring as ring_gen
 from ..models.program import BITVEC, symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
 
 ALL_N = "all N>=2"
@@ -139,6 +139,8 @@ def suite(full: bool = False) -> list[Proof]:
     ]
     if full:  # ~5 s: only under --full
         proofs.append(Proof(CHANNELS_ROW, f"{ALL_N}, {invariants.nccl_ring_channels(2).scope}", INDUCTION_STATEMENT, _nccl_channels_proof))
+    if full:  # ~20 s and ~150 s of CPU: only under --full
+        proofs += [Proof(nccl_tree_allreduce.row(name), f"{ALL_BITVEC_N}, {nccl_tree_allreduce.scope(name)}", INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name)) for name in nccl_tree_allreduce.OPTIONS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(

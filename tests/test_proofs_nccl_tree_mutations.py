@@ -1,0 +1,96 @@
+"""Bugs planted in nccl-tree's transfer function fail its all-N rows with a
+counterexample (the rows of :mod:`collspec.proofs.nccl_tree_allreduce`,
+``--full`` only). The per-N check up to 16 misses each bug: that is why the
+all-N rows exist. Each test runs one row under Z3 (tens of seconds of
+CPU): marked slow."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collspec.models import indexing as ix
+from collspec.models.checker import check
+from collspec.models.generators import generate
+from collspec.models.generators import nccl_tree
+from collspec.models.program import Transfer
+from collspec.proofs import nccl_tree_allreduce
+from collspec.proofs.solver import FAILED
+from collspec.proofs.suite import run_proof, suite
+
+ORIGINAL_PROGRAM = nccl_tree.tree_program
+ORIGINAL_TO_RANK = nccl_tree.to_rank
+
+
+def row(name):
+    (proof,) = [p for p in suite(full=True) if p.name == f"nccl-tree.allreduce-{name}-exactly-once"]
+    return run_proof(proof)
+
+
+def down_one_step_late_from_17(channels=None, chunk=None, count=None):
+    """nccl-tree's program whose sends down (roles 1 and 2) happen one step
+    later than NCCL's when N >= 17: the last chunk never reaches the leaves."""
+    made = ORIGINAL_PROGRAM(channels, chunk, count)
+
+    def transfer(n, s, r, j):
+        now, late = made.transfer(n, s, r, j), made.transfer(n, s - 1, r, j)
+        down = ix.both(n >= 17, j % nccl_tree.ROLES != 0)
+        fields = [f.name for f in dataclasses.fields(Transfer)]
+        return Transfer(*(ix.where(down, getattr(late, f), getattr(now, f)) for f in fields))
+
+    return dataclasses.replace(made, transfer=transfer)
+
+
+def tree_1_mirrored_for_odd_n_from_17(x, n, tree):
+    """Tree 1's label -> rank map uses the mirror (even N's) also for odd
+    N >= 17, while rank -> label still shifts: only channels on tree 1 (the
+    second of two) go wrong."""
+    bad = ix.both(n >= 17, n % 2 == 1, tree == 1, x >= 0)
+    return ix.where(bad, n - 1 - x, ORIGINAL_TO_RANK(x, n, tree))
+
+
+def test_rows_cover_one_and_two_channels_with_their_options_in_the_scope():
+    rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-tree.allreduce-")}
+    assert rows == {
+        "nccl-tree.allreduce-one-channel-exactly-once": "all N<=65536, 1 channel, chunk 1, count 2",
+        "nccl-tree.allreduce-two-channels-exactly-once": "all N<=65536, 2 channels, chunk 1, count 4",
+    }
+    assert not [p for p in suite() if p.name.startswith("nccl-tree.allreduce-")]  # --full only
+
+
+def test_the_proved_program_is_the_generators_at_the_scope_options():
+    for name, options in nccl_tree_allreduce.OPTIONS.items():
+        made = nccl_tree_allreduce.program(name)
+        assert made.meta == options
+        for n in (2, 3, 17):
+            assert _plain(made.schedule(n)) == _plain(generate("nccl-tree", "allreduce", n, **options))
+
+
+def _plain(schedule):
+    return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
+
+
+@pytest.mark.slow
+def test_down_phase_one_step_late_from_17_fails_the_one_channel_row(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "tree_program", down_one_step_late_from_17)
+    options = nccl_tree_allreduce.OPTIONS["one-channel"]
+    for n in (2, 9, 16):
+        assert check(generate("nccl-tree", "allreduce", n, **options)).ok  # the per-N check up to 16 cannot see it
+    assert not check(generate("nccl-tree", "allreduce", 17, **options)).ok
+    result = row("one-channel")
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+
+
+@pytest.mark.slow
+def test_tree_1_label_bug_from_17_fails_only_the_two_channel_row(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "to_rank", tree_1_mirrored_for_odd_n_from_17)
+    one, two = (nccl_tree_allreduce.OPTIONS[name] for name in ("one-channel", "two-channels"))
+    for n in (3, 15, 17, 19):
+        assert check(generate("nccl-tree", "allreduce", n, **one)).ok  # one channel runs on tree 0 only
+    for n in (3, 15):
+        assert check(generate("nccl-tree", "allreduce", n, **two)).ok
+    assert not check(generate("nccl-tree", "allreduce", 17, **two)).ok
+    result = row("two-channels")
+    assert result.status == FAILED
+    assert result.counterexample["N"] >= 17 and result.counterexample["N"] % 2 == 1
