@@ -1,7 +1,9 @@
 """Run the machine-checked proofs: one row per proof with its scope
-(`all N>=2`, `all N<=65536`, or `N<=K`), result and seconds. Exit 1, with the counterexample,
-when a proof fails or Z3 cannot decide it. `--schedule FILE` instead proves
-that one schedule file computes its collective for all inputs."""
+(`all N>=2`, `all N in 2..65536`, or `N<=K`, with the premises the row
+assumes), result and seconds. Exit 1 when a proof fails or Z3 cannot decide
+it within its resource limit; each such row says why (a counterexample,
+"unknown (resource limit reached)", ...) and what to do. `--schedule FILE`
+instead proves that one schedule file computes its collective for all inputs."""
 
 from __future__ import annotations
 
@@ -17,15 +19,29 @@ def configure(parser):
     parser.add_argument("--list", action="store_true", help="list the proofs and exit")
     parser.add_argument("--schedule", metavar="FILE", help="bounded proof that a schedule file computes its collective")
     parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
+    parser.add_argument("--rlimit-factor", type=_factor, default=1.0, metavar="K",
+                        help="multiply every row's Z3 resource limit by K (a row that ends 'unknown (resource limit reached)')")
     add_json_option(parser)
+
+
+def _factor(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"--rlimit-factor takes a number above 0 (at most 1e6), not {text!r}")
+    return value
 
 
 def run(args) -> int:
     from ..proofs import suite as proofs
     from ..proofs.solver import FAILED, TRIVIAL
 
-    if args.schedule and (args.only or args.list or args.full):
-        raise CollspecError("--schedule proves one file; give it without --only, --list or --full")
+    if args.schedule and (args.only or args.list or args.full or args.rlimit_factor != 1.0):
+        raise CollspecError("--schedule proves one file; give it without --only, --list, --full or --rlimit-factor")
     if args.schedule:
         return _prove_schedule(args)
     chosen = proofs.select(proofs.suite(full=args.full), args.only)
@@ -43,14 +59,15 @@ def run(args) -> int:
     scope_width = max(len(p.scope) for p in chosen)
     print(f"{'proof':<{width}}  {'scope':<{scope_width}}  {'result':<8}  seconds", file=out)
     for proof in chosen:
-        result = proofs.run_proof(proof)
+        result = proofs.run_proof(proof, args.rlimit_factor)
         results.append(result)
         print(f"{result.name:<{width}}  {result.scope:<{scope_width}}  {result.status:<8}  {result.seconds:7.2f}", file=out, flush=True)
         if not result.ok:
-            print(f"    {result.message}", file=out)
+            print(f"    {result.why}: {result.message}", file=out)
             if result.counterexample:
                 label = "counterexample" if result.status == FAILED else "undecided at"
                 print(f"    {label}: {_shown(result.counterexample)}", file=out)
+            print(f"    to do: {result.advice}", file=out)
     seconds = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     trivial = [r for r in results if r.status == TRIVIAL]
@@ -100,8 +117,9 @@ def _violation(result):
 
     return Violation(
         "postcondition",
-        f"proof {result.name} ({result.scope}) {result.status}: {result.message}",
-        details={"proof": result.name, "scope": result.scope, "result": result.status, "counterexample": result.counterexample},
+        f"proof {result.name} ({result.scope}) {result.why}: {result.message}",
+        details={"proof": result.name, "scope": result.scope, "result": result.status, "reason": result.reason, "advice": result.advice,
+                 "counterexample": result.counterexample},
     )
 
 

@@ -120,12 +120,15 @@ def _prove() -> tuple[bool, str]:
     from ..proofs.suite import run_proof, suite
 
     results = [run_proof(p) for p in suite()]
-    failed = [r.name for r in results if not r.ok]
+    failed = [r for r in results if not r.ok]
     trivial = sum(r.status == "trivial" for r in results)
     proved = [r for r in results if r.status == "proved"]
     every_n = sum(r.scope.startswith("all N") for r in proved)
     detail = f"{len(proved)}/{len(results) - trivial} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
-    return not failed, detail + (f"; not proved: {', '.join(failed[:5])}" if failed else "")
+    if failed:
+        shown = "; ".join(f"{r.name}: {r.why}" for r in failed[:5])
+        detail += f"; not proved: {shown}; to do: {failed[0].advice}"
+    return not failed, detail
 
 
 def _conform_gloo() -> tuple[bool, str]:
