@@ -26,7 +26,7 @@ def test_list_shows_every_proof_with_its_scope():
     lines = result.stdout.splitlines()
     assert len(lines) == len(proofs.suite())
     assert any(line.split()[:2] == ["ring.contributors", "all"] for line in lines)
-    assert any(line.split()[:2] == ["lower-bound.ring", "N<=6"] for line in lines)
+    assert any(line.split()[:2] == ["lower-bound.ring", "2<=N<=6"] for line in lines)
 
 
 def test_only_runs_the_matching_proofs_and_prints_one_row_each(tmp_path):
@@ -62,7 +62,7 @@ def test_a_failing_proof_is_exit_1_with_its_counterexample(monkeypatch, tmp_path
 def test_unknown_is_a_failure_not_a_pass(monkeypatch, tmp_path):
     x, y, z = z3.Ints("x y z")
     hard = proofs.Proof(
-        "hard.fermat-3", "all N>=2", "no cubes add up", lambda: decide(Query("x^3 + y^3 != z^3", [x > 0, y > 0, z > 0], x * x * x + y * y * y != z * z * z), 200)
+        "hard.fermat-3", proofs.ALL_N, "no cubes add up", lambda: decide(Query("x^3 + y^3 != z^3", [x > 0, y > 0, z > 0], x * x * x + y * y * y != z * z * z), 2000)
     )
     monkeypatch.setattr(proofs, "suite", lambda full=False: [hard])
     report = tmp_path / "p.json"
