@@ -13,9 +13,12 @@ import z3
 
 from collspec.cli import main
 from collspec.models.generators import ring as ring_gen
-from collspec.proofs import floating, induction, invariants, ring, scope
-from collspec.proofs.solver import FAILED, NARROWS, PROVED, RESOURCE_LIMIT, UNKNOWN
+from collspec.proofs import floating, induction, invariants, ring
+from collspec.proofs.solver import FAILED, PROVED, UNKNOWN
 from collspec.proofs.suite import run_proof, suite
+
+# imported where used, so that each test fails on its own against code without them
+NARROWS, RESOURCE_LIMIT = "a premise narrows the scope", "resource limit reached"
 
 
 def row(name, full=False):
@@ -41,6 +44,8 @@ def test_a_premise_n_at_most_16_written_into_a_query_fails_the_row(monkeypatch):
 def test_a_premise_n_at_most_16_in_an_invariant_shows_in_the_scope(monkeypatch):
     """The same premise stated as an invariant's premise: the row still
     proves, and its scope (table, --list, JSON) says "N in 2..16"."""
+    from collspec.proofs import scope
+
     original = invariants.INVARIANTS[("ring", "allgather")]
     monkeypatch.setitem(invariants.INVARIANTS, ("ring", "allgather"), lambda: replace(original(), premises=(scope.Bound("N", "<=", 16),)))
     result = row("ring.allgather-exactly-once")
@@ -52,6 +57,8 @@ def test_a_premise_n_at_most_16_in_an_invariant_shows_in_the_scope(monkeypatch):
 def test_a_narrowed_root_fails_the_row(monkeypatch):
     """``root = 0`` slipped into the chain invariant's premises as a raw Z3
     term (not a scope premise): the row says the scope is narrowed."""
+    from collspec.proofs import scope
+
     original = induction.scope_of
 
     def narrowed(program, extra=()):
@@ -70,6 +77,8 @@ def test_every_rows_scope_is_its_premises_text():
     """Over every row of the full suite: the scope shown is the text of its
     premises, a symbolic row says "all N" and bounds N from below by 2, and
     a bounded row gives N's range."""
+    from collspec.proofs import scope
+
     for proof in suite(full=True):
         assert proof.scope == proof.premises.text(), proof.name
         bounds = {(p.op, p.value) for p in proof.premises.premises if isinstance(p, scope.Bound) and p.variable == "N"}
