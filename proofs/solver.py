@@ -158,7 +158,7 @@ class Solver:
         context = z3.Context()
         solver = z3.SolverFor(self.logic, ctx=context) if self.logic else z3.Solver(ctx=context)
         solver.set("rlimit", self.rlimit)
-        solver.from_string(self._assertions.sexpr())
+        solver.from_string(_canonical(self._assertions.sexpr()))
         before = _units(solver)
         answer = solver.check()
         self.units = _units(solver) - before
@@ -176,6 +176,15 @@ class Solver:
 
     def reason_unknown(self) -> str:
         return self._reason
+
+
+def _canonical(text: str) -> str:
+    """SMT-LIB text with its declarations sorted (sorts first): Z3 prints
+    them in the order of its internal term numbering, and the order in which
+    a fresh context meets them steers its search."""
+    lines = text.splitlines()
+    declarations = sorted((line for line in lines if line.startswith("(declare-")), key=lambda line: (not line.startswith("(declare-sort"), line))
+    return "\n".join(declarations + [line for line in lines if not line.startswith("(declare-")])
 
 
 def new_solver(logic: str | None = None, rlimit: int | None = None) -> Solver:
