@@ -226,10 +226,83 @@ def suite(full: bool = False) -> list[Proof]:
     return [replace(p, rlimit=p.rlimit or rlimit_of(p.name, full)) for p in proofs]
 
 
-#: Z3 resource units per solver check of a row, by row name: to be calibrated
-RLIMITS: dict[str, int] = {}
-#: the limit of a row not in :data:`RLIMITS`
-DEFAULT_ROW_RLIMIT = 2_000_000_000
+#: Z3 resource units per solver check of a row (``rlimit``: deterministic,
+#: unlike wall time), by row name. Calibrated with bench/proofs_cpu.py
+#: --full (z3-solver 5.4.1, each check in a fresh context, so the units are
+#: the query's alone): 8 times the most units one check of the row used
+#: (shown after each entry; under --full for the bounded rows), rounded up,
+#: at least 10 million (50 million for the builtin.* rows, whose checks find
+#: counterexamples to broken schedules). tests/test_proofs_suite.py holds every
+#: default row to at least 4 times its need.
+RLIMITS: dict[str, int] = {
+    "ring.same-index": 10_000_000,  # 1,506
+    "ring.link-once": 10_000_000,  # 33,728
+    "ring.links-busy": 10_000_000,  # 17,665
+    "ring.forwarding": 10_000_000,  # 112,740
+    "ring.contributors": 10_000_000,  # 162,340
+    "ring.all-gather": 10_000_000,  # 112,740
+    "ring.identical-bits": 10_000_000,  # 112,740
+    "ring.traffic": 10_000_000,  # 4,590
+    "ring-seed.same-index": 10_000_000,  # 1,418
+    "ring-seed.link-once": 10_000_000,  # 37,461
+    "ring-seed.links-busy": 10_000_000,  # 17,665
+    "ring-seed.forwarding": 10_000_000,  # 147,137
+    "ring-seed.contributors": 10_000_000,  # 131,619
+    "ring-seed.all-gather": 10_000_000,  # 147,137
+    "ring-seed.identical-bits": 10_000_000,  # 147,137
+    "ring-seed.traffic": 10_000_000,  # 4,590
+    "ring.allreduce-exactly-once": 10_000_000,  # 629,506
+    "ring.reduce_scatter-exactly-once": 10_000_000,  # 373,287
+    "ring.allgather-exactly-once": 10_000_000,  # 130,676
+    "ring.broadcast-exactly-once": 10_000_000,  # 156,966
+    "ring.reduce-exactly-once": 10_000_000,  # 346,518
+    "ring-seed.allreduce-exactly-once": 10_000_000,  # 511,508
+    "ring-seed.reduce_scatter-exactly-once": 10_000_000,  # 212,968
+    "direct.allreduce-exactly-once": 10_000_000,  # 2,488
+    "direct.reduce_scatter-exactly-once": 10_000_000,  # 2,765
+    "direct.allgather-exactly-once": 10_000_000,  # 3,021
+    "direct.alltoall-exactly-once": 10_000_000,  # 4,007
+    "direct.broadcast-exactly-once": 10_000_000,  # 1,720
+    "direct.reduce-exactly-once": 10_000_000,  # 2,953
+    "hub.allreduce-exactly-once": 10_000_000,  # 5,090
+    "hub.broadcast-exactly-once": 10_000_000,  # 1,720
+    "hub.reduce-exactly-once": 10_000_000,  # 2,953
+    "binary-tree.allreduce-exactly-once": 20_000_000,  # 2,015,880
+    "binary-tree.reduce-exactly-once": 10_000_000,  # 1,083,200
+    "binary-tree.broadcast-exactly-once": 10_000_000,  # 1,083,200
+    "recursive-doubling.allreduce-exactly-once": 10_000_000,  # 448,027
+    "recursive-doubling.allgather-exactly-once": 10_000_000,  # 1,164,748
+    "halving-doubling.allreduce-exactly-once": 20_000_000,  # 1,714,311
+    "halving-doubling.reduce_scatter-exactly-once": 10_000_000,  # 957,825
+    "nccl-ring.allreduce-exactly-once": 10_000_000,  # 876,020
+    "nccl-ring.reduce_scatter-exactly-once": 10_000_000,  # 346,251
+    "nccl-ring.allgather-exactly-once": 10_000_000,  # 152,228
+    "nccl-ring.broadcast-exactly-once": 10_000_000,  # 86,386
+    "nccl-ring.reduce-exactly-once": 10_000_000,  # 156,189
+    "nccl-ring.allreduce-channels-exactly-once": 30_000_000,  # 3,533,670
+    "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775
+    "builtin.ring": 50_000_000,  # 0
+    "builtin.ring-seed": 50_000_000,  # 98,363
+    "builtin.direct": 50_000_000,  # 0
+    "builtin.hub": 50_000_000,  # 0
+    "builtin.recursive-doubling": 50_000_000,  # 0
+    "builtin.halving-doubling": 50_000_000,  # 0
+    "builtin.binary-tree": 50_000_000,  # 0
+    "builtin.hierarchical-ring": 50_000_000,  # 0
+    "builtin.nccl-ring": 50_000_000,  # 0
+    "builtin.nccl-tree": 50_000_000,  # 0
+    "builtin.nccl-pat": 50_000_000,  # 0
+    "float16.ring-differs": 100_000_000,  # 11,849,312
+    "float16.two-ranks-agree": 10_000_000,  # 0
+    "float16.identical-bits": 10_000_000,  # 2,114
+    "bfloat16.ring-differs": 30_000_000,  # 3,566,050
+    "bfloat16.two-ranks-agree": 10_000_000,  # 0
+    "bfloat16.identical-bits": 10_000_000,  # 2,114
+    "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
+    "lower-bound.ring": 30_000_000,  # 2,797,915
+}
+#: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)
+DEFAULT_ROW_RLIMIT = 50_000_000
 
 
 def rlimit_of(name: str, full: bool) -> int:

@@ -23,6 +23,7 @@ def test_every_default_proof_holds(proof):
     assert result.ok, f"{result.name}: {result.message} {result.counterexample}"
     assert result.status == PROVED or result.name.endswith("two-ranks-agree")  # true by IEEE's definition: shown as trivial
     assert result.queries, "a proof that asked Z3 nothing proves nothing"
+    assert result.rlimit >= 4 * result.most_used, f"{result.name}: limit {result.rlimit} is under 4x the {result.most_used} units a check used: recalibrate RLIMITS"
 
 
 def test_suite_covers_every_ring_property_for_both_variants_for_all_n():
