@@ -244,7 +244,13 @@ def decide(query: Query, rlimit: int | None = None) -> Outcome:
     if answer == z3.unsat:
         return done(PROVED)
     if answer == z3.unknown:
-        return unknown(solver, "deciding the claim")
+        for sample in SAMPLES:  # a counterexample at a point of the scope is as good as any
+            pinned, at = ask(*query.when, z3.Not(query.claim), *_pins(query, sample))
+            if pinned == z3.sat:
+                solver = at
+                break
+        else:
+            return unknown(solver, "deciding the claim")
     example = counterexample(solver.model(), [*query.premises, query.claim])
     shown = ", ".join(f"{k}={v}" for k, v in example.items())
     return done(FAILED, f"{query.name}: fails for {shown}", example, COUNTEREXAMPLE)
@@ -255,17 +261,27 @@ def decide(query: Query, rlimit: int | None = None) -> Outcome:
 #: shows the premises satisfiable as well as any; only when there is none
 #: there does the general check run
 SAMPLE = {"N": 4, "root": 1, "groups": 2, "size": 2}
+#: where a counterexample is looked for when the general check of a claim
+#: ran out of resource units: points inside every scope (a model there is a
+#: genuine counterexample; none there leaves the claim unknown)
+SAMPLES = (SAMPLE, {"N": 6, "root": 5, "groups": 3, "size": 2}, {"N": 17, "root": 16, "groups": 17, "size": 1})
+
+
+def _pins(query: Query, sample: dict) -> list:
+    """``variable == value`` for each scope variable of ``sample`` in the query's premises."""
+    row = _ROW.get()
+    if row is None:
+        return []
+    pins = {c.decl().name(): c for p in query.premises if (terms := _scope_terms(p, frozenset(sample), row.seen)) for c in terms.values()}
+    return [term == sample[name] for name, term in pins.items()]
 
 
 def _satisfiable_at_sample(query: Query, rlimit: int | None) -> bool:
-    row = _ROW.get()
-    if row is None:
-        return False
-    pins = {c.decl().name(): c for p in query.premises if (terms := _scope_terms(p, frozenset(SAMPLE), row.seen)) for c in terms.values()}
+    pins = _pins(query, SAMPLE)
     if not pins:
         return False
     solver = new_solver(rlimit=rlimit)
-    solver.add(*query.premises, *(term == SAMPLE[name] for name, term in pins.items()))
+    solver.add(*query.premises, *pins)
     return solver.check() == z3.sat
 
 
@@ -321,10 +337,10 @@ def _scope_terms(expr: z3.ExprRef, names, seen: dict) -> dict:
     (``names``), else {}: breadth first, stopping at the first other
     variable. ``seen`` caches the answer by AST (and keeps the AST alive,
     so that its id is not reused)."""
-    key = expr.get_id()
+    key = (expr.get_id(), names)
     if key not in seen:
         terms: dict = {}
-        queue, visited = [expr], {key}
+        queue, visited = [expr], {expr.get_id()}
         while queue:
             e = queue.pop(0)
             if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
@@ -357,17 +373,26 @@ def run_queries(queries: Iterable[Query | Callable[[], Outcome]], rlimit: int | 
     """Decide queries in order; the proof holds when every one is proved.
 
     An item may also be a function returning an :class:`Outcome` (such as
-    :func:`prove_exists`). Stops at the first item not proved and reports it.
+    :func:`prove_exists`). Stops at the first item that fails and reports
+    it; an ``unknown`` item is reported (as the first undecided one) only
+    when no later item fails, since a counterexample settles the proof.
     """
     ran: list[tuple[str, str, float]] = []
+    undecided: Outcome | None = None
     for query in queries:
         outcome = decide(query, rlimit) if isinstance(query, Query) else query()
         ran += outcome.queries
         if outcome.status == TRIVIAL:
             continue
+        if outcome.status == UNKNOWN:  # go on: a later query may fail with a counterexample, which settles it
+            undecided = undecided or outcome
+            continue
         if not outcome.ok:
             outcome.queries = ran
             return outcome
+    if undecided is not None:
+        undecided.queries = ran
+        return undecided
     trivial = sum(1 for _, status, _ in ran if status == TRIVIAL)
     proved = len(ran) - trivial
     if proved == 0:

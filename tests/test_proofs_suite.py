@@ -81,12 +81,15 @@ def test_contradictory_premises_are_a_failure_not_a_pass():
     assert outcome.status == FAILED and "vacuously" in outcome.message
 
 
-def test_unknown_is_reported_as_unknown_and_stops_the_proof():
+def test_unknown_is_reported_as_unknown_unless_a_later_query_fails():
     x, y, z = z3.Ints("x y z")
     fermat = Query("no cubes add up", [x > 0, y > 0, z > 0], x * x * x + y * y * y != z * z * z)
     outcome = run_queries([fermat, Query("never reached", [], z3.BoolVal(True))], rlimit=2000)
     assert outcome.status == UNKNOWN and not outcome.ok
-    assert [name for name, _, _ in outcome.queries] == ["no cubes add up"]
+    assert [name for name, _, _ in outcome.queries] == ["no cubes add up", "never reached"]  # a later counterexample would settle it
+    wrong = Query("x is 0", [x > 0], x == 0)
+    settled = run_queries([fermat, wrong], rlimit=2000)
+    assert settled.status == FAILED and settled.counterexample["x"] > 0
 
 
 def test_witness_search_proves_with_a_witness_and_fails_with_a_genuine_counterexample():
