@@ -29,7 +29,7 @@ module                     what it proves
 :mod:`.lower_bound`        no ring all-reduce in fewer than 2(N-1) steps; one in
                            2(N-1), checked by models.checker (bounded N, SCCL style)
 :mod:`.suite`              the list ``collspec prove`` runs, with scopes
-:mod:`.solver`             queries with timeouts, non-vacuity checks and
+:mod:`.solver`             queries with resource limits, non-vacuity and scope checks,
                            counterexamples; ``unknown`` is never a pass
 =========================  ==========================================================
 

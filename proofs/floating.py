@@ -45,7 +45,7 @@ from ..models.schedule import Schedule
 from ..spec.accuracy import error_bound, exact_reduce
 from ..spec.collectives import all_reduce
 from ..spec.dtypes import as_dtype, unit_roundoff
-from .solver import FAILED, PROVED, QUERY_TIMEOUT_MS, UNKNOWN, Outcome, Query, decide
+from .solver import COUNTEREXAMPLE, FAILED, PROVED, RESOURCE_LIMIT, UNKNOWN, Outcome, Query, decide, new_solver, why_unknown
 
 #: dtype name -> (exponent bits, significand bits incl. the implicit one)
 FORMATS = {"float16": (5, 11), "bfloat16": (8, 8)}
@@ -82,7 +82,7 @@ def to_numpy(model: z3.ModelRef, term: z3.FPRef, dtype: str):
     return np.array([bits], dtype=np.uint16).view(as_dtype(dtype))[0]
 
 
-def ring_differs(dtype: str, n: int = 3, variant: str = "ring", timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
+def ring_differs(dtype: str, n: int = 3, variant: str = "ring", rlimit: int | None = None) -> Outcome:
     """Find inputs where the ring all-reduce's result differs from the
     rank-order sum, and confirm them with numpy.
 
@@ -90,18 +90,19 @@ def ring_differs(dtype: str, n: int = 3, variant: str = "ring", timeout_ms: int 
     non-zero, positive integers up to 2**(p+1) for p significand bits),
     then for any finite inputs. The ring's chunks start at different ranks, so some
     chunks add in rank order up to commutativity and can never differ.
+    When no check finds such inputs and one ended ``unknown``, the result
+    is ``unknown`` (why, in the message), never "no such inputs".
     """
     started = time.perf_counter()
     schedule = generate(variant, "allreduce", n)
     leaves, final, expected = ring_and_rank_order(schedule, dtype)
     name = f"{dtype}: some inputs give a ring result other than the rank-order sum ({variant}, N={n})"
     limits = [float(2 ** (FORMATS[dtype][1] + 1)), None]
-    ran = []
+    ran, undecided = [], []
     for limit in limits:
         for chunk in range(schedule.chunks):
             got, want = final[0, chunk], expected[0][chunk]
-            solver = z3.Solver()
-            solver.set("timeout", timeout_ms)
+            solver = new_solver(rlimit=rlimit)
             solver.add([z3.And(z3.Not(z3.fpIsNaN(v)), z3.Not(z3.fpIsInf(v))) for v in (got, want)])
             for row in leaves:
                 for k, v in enumerate(row):
@@ -113,6 +114,8 @@ def ring_differs(dtype: str, n: int = 3, variant: str = "ring", timeout_ms: int 
             answer = solver.check()
             label = f"chunk {chunk}, " + (f"integers <= {limit:g}" if limit is not None else "any finite inputs")
             ran.append((label, str(answer), round(time.perf_counter() - started, 4)))
+            if answer == z3.unknown:
+                undecided.append(f"{label}: {why_unknown(solver)}")
             if answer != z3.sat:
                 continue
             model = solver.model()
@@ -128,10 +131,13 @@ def ring_differs(dtype: str, n: int = 3, variant: str = "ring", timeout_ms: int 
             }
             problem = numpy_recheck(schedule, values, chunk, ring_value, spec_value)
             if problem:
-                return Outcome(FAILED, f"{name}: Z3 and numpy disagree: {problem}", example, ran)
+                return Outcome(FAILED, f"{name}: Z3 and numpy disagree: {problem}", example, ran, "Z3 and numpy disagree")
             summands = ", ".join(f"{row[chunk]:g}" for row in example["inputs"])
             return Outcome(PROVED, f"chunk {chunk} = {summands} by rank: ring {float(ring_value):g}, rank order {float(spec_value):g} (numpy agrees)", example, ran)
-    return Outcome(FAILED, f"{name}: Z3 found no such inputs", {"dtype": dtype, "N": n}, ran)
+    if undecided:
+        why = RESOURCE_LIMIT if all(u.endswith(RESOURCE_LIMIT) for u in undecided) else "Z3 gave up"
+        return Outcome(UNKNOWN, f"{name}: unknown ({why}): no such inputs found, {len(undecided)} checks undecided ({undecided[0]})", {"dtype": dtype, "N": n}, ran, why)
+    return Outcome(FAILED, f"{name}: Z3 proved there are no such inputs", {"dtype": dtype, "N": n}, ran, "no such inputs exist")
 
 
 def numpy_recheck(schedule: Schedule, values: list[np.ndarray], chunk: int, ring_value, rank_order_value) -> str:
@@ -151,7 +157,7 @@ def numpy_recheck(schedule: Schedule, values: list[np.ndarray], chunk: int, ring
     return ""
 
 
-def two_ranks_agree(dtype: str, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
+def two_ranks_agree(dtype: str, rlimit: int | None = None) -> Outcome:
     """For N = 2 the ring's result is the rank-order sum, for all inputs
     that are not NaN: each chunk is one addition, and IEEE addition
     commutes. Premises: no input is NaN (Z3 has a single NaN; payloads are
@@ -162,10 +168,10 @@ def two_ranks_agree(dtype: str, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
     leaves, final, expected = ring_and_rank_order(schedule, dtype)
     claim = z3.And([final[rank, cell] == expected[rank][cell] for rank in range(2) for cell in range(schedule.chunks)])
     premises = [z3.Not(z3.fpIsNaN(v)) for row in leaves for v in row]
-    return decide(Query(f"{dtype}: N = 2 ring equals the rank-order sum", premises, claim), timeout_ms)
+    return decide(Query(f"{dtype}: N = 2 ring equals the rank-order sum", premises, claim), rlimit)
 
 
-def identical_bits(dtype: str, schedule: Schedule, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
+def identical_bits(dtype: str, schedule: Schedule, rlimit: int | None = None) -> Outcome:
     """Every rank ends with the same bits, for every input, when
     ``schedule`` (an all-reduce) runs over ``dtype``. A counterexample is
     re-run with numpy, which must show the same ranks disagreeing."""
@@ -174,15 +180,15 @@ def identical_bits(dtype: str, schedule: Schedule, timeout_ms: int = QUERY_TIMEO
     outputs = schedule.layout.outputs
     name = f"{dtype}: every rank of {schedule.label()} holds the same bits"
     pairs = [(rank, k) for rank in range(1, schedule.ranks) for k in range(len(outputs[rank]))]
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = new_solver(rlimit=rlimit)
     solver.add(z3.Or([final[rank, int(outputs[rank][k])] != final[0, int(outputs[0][k])] for rank, k in pairs] or [z3.BoolVal(False)]))
     answer = solver.check()
     seconds = round(time.perf_counter() - started, 4)
     if answer == z3.unsat:
         return Outcome(PROVED, f"{len(pairs)} cells", queries=[(name, PROVED, seconds)])
     if answer == z3.unknown:
-        return Outcome(UNKNOWN, f"{name}: Z3 returned unknown ({solver.reason_unknown()})", queries=[(name, UNKNOWN, seconds)])
+        why = why_unknown(solver)
+        return Outcome(UNKNOWN, f"{name}: unknown ({why}); not proved", queries=[(name, UNKNOWN, seconds)], reason=why)
     model = solver.model()
     values = [np.array([to_numpy(model, v, dtype) for v in row]) for row in leaves]
     ring = run(schedule, Numbers(values)).state
@@ -190,7 +196,7 @@ def identical_bits(dtype: str, schedule: Schedule, timeout_ms: int = QUERY_TIMEO
     differ = [rank for rank in range(schedule.ranks) if rows[rank].tobytes() != rows[0].tobytes()]
     example = {"dtype": dtype, "N": schedule.ranks, "inputs": [row.tolist() for row in values], "results": [row.tolist() for row in rows]}
     confirmed = f"numpy confirms: rank 0 holds {rows[0].tolist()}, rank {differ[0]} holds {rows[differ[0]].tolist()}" if differ else "numpy does not confirm it"
-    return Outcome(FAILED, f"{name}: fails for inputs {example['inputs']}; {confirmed}", example, [(name, FAILED, seconds)])
+    return Outcome(FAILED, f"{name}: fails for inputs {example['inputs']}; {confirmed}", example, [(name, FAILED, seconds)], COUNTEREXAMPLE)
 
 
 # -- how tight the error bound is ----------------------------------------------------

@@ -20,7 +20,8 @@ splitting a number is division by a constant (linear). Shown:
 
 Premise: renaming ranks and cells by bijections preserves "every output
 cell holds every contribution exactly once" for an all-reduce (which
-treats every rank and cell alike). Scope: G, L <= 65536.
+treats every rank and cell alike). Scope (:data:`SCOPE`): N = G L >= 2,
+1 <= G, L <= 65536.
 """
 
 from __future__ import annotations
@@ -31,10 +32,17 @@ from ..models import indexing as ix
 from ..models.generators import hierarchical as gen
 from ..models.program import Program, Transfer, as_term
 from .induction import Invariant
+from .scope import Bound, Condition, Scope
 from .solver import Query
 
 #: M: the stride that numbers pair (a, b) as a M + b.
 STRIDE = 1 << 16
+
+#: G nodes ("groups") of L ranks ("size"), each in 1..M, N = G L >= 2
+SCOPE = Scope.all_n(
+    Bound("groups", ">=", 1), Bound("groups", "<=", STRIDE), Bound("size", ">=", 1), Bound("size", "<=", STRIDE),
+    Condition("N = G L (G nodes of L ranks)", ("N", "groups", "size"), lambda n, groups, size: n == groups * size),
+)
 
 
 def _split(t):
@@ -99,9 +107,9 @@ def pair_invariant(G, L) -> Invariant:
 
     return Invariant(
         lambda *a: True, holds, writer, lambda n, s, r, c, x, k: writer(n, s, r, c),
-        premises=lambda n, params: [params["groups"] >= 1, params["size"] >= 1, params["groups"] + params["size"] >= 3, params["groups"] <= STRIDE, params["size"] <= STRIDE],
+        premises=SCOPE.premises[1:5] + (Condition("G + L >= 3 (G L >= 2)", ("groups", "size"), lambda groups, size: groups + size >= 3),),
         ranks=pairs("groups", "size"), cells=pairs("size", "groups"),
-        cases=lambda params, s: [
+        cases=lambda params, s, n: [
             ("intra reduce-scatter", s < L - 1),
             ("inter reduce-scatter", s < L - 1 + G - 1),
             ("inter all-gather", s < L - 1 + 2 * (G - 1)),
@@ -115,7 +123,7 @@ def renaming_queries() -> list:
 
     G, L, g, l, r, s, j = z3.Ints("groups size g l r s j")
     n = z3.Int("N")
-    domain = [G >= 1, L >= 1, G <= STRIDE, L <= STRIDE, n == G * L]
+    domain = SCOPE.assertions({"N": n, "groups": G, "size": L})
 
     def bijection(outer, inner):
         a, b, t = z3.Ints("a b t")

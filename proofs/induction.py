@@ -41,6 +41,11 @@ see the start of the step, a copy replaces the cell, a reduce adds the
 multisets). What each collective must hold at the end (:data:`EXPECTED`) is
 the spec's definition restated over symbolic N; :func:`spec_agrees` checks
 the restatement against the spec's own functions for N = 1..6 on every run.
+
+What a row covers is its :class:`~collspec.proofs.scope.Scope`
+(:func:`scope_of`): N >= 2 (and N <= 65536 on bit-vectors), every root
+where the root is symbolic, and the invariant's own premises. The queries'
+assertions on N and the options are that scope's, nothing else.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import z3
 
 from ..models import indexing as ix
 from ..models.program import BITVEC, BITVEC_WIDTH, COPY, REDUCE, Program, Transfer, as_term, symbolic
+from .scope import Bound, Scope
 from .solver import FAILED, PROVED, Outcome, Query
 
 #: The most ranks a bit-vector proof covers (the generators accept no more).
@@ -66,16 +72,18 @@ class Invariant:
     ``writer(N, s, r, c)`` and ``source(N, s, r, c, x, k)`` return a slot
     ``(q, j)``: one that writes cell (r, c) at step s whenever any slot
     does, and the one that brings contribution (x, k) into it. ``premises``
-    are extra conditions on N and the options (for example "N is a power of
-    two"); they become part of the proof's scope.
+    are extra premises (:mod:`collspec.proofs.scope` objects: bounds on the
+    options, options the proved program fixes, a declared ownership); they
+    become part of the row's scope, in its text and its assertions.
+    ``output(n, C, r, c, root)`` replaces the collective's output cells
+    (a declared ownership, stated in ``premises``).
     """
 
     defined: Callable
     holds: Callable
     writer: Callable
     source: Callable
-    premises: Callable = lambda n, params: []
-    scope: str = ""
+    premises: tuple = ()
     output: Callable | None = None
     ranks: Callable | None = None
     cells: Callable | None = None
@@ -145,8 +153,28 @@ def spec_agrees(collective: str, ranks=range(1, 7)) -> str | None:
 # -- the queries ---------------------------------------------------------------------------
 
 
+#: how the scope bounds an option that is a solver variable
+OPTION_BOUNDS = {"root": (Bound("root", ">=", 0), Bound("root", "<", "N"))}
+
+
+def scope_of(program: Program, extra: tuple = ()) -> Scope:
+    """What a proof about ``program`` covers: N >= 2 (<= 65536 on
+    bit-vectors), each symbolic option over its range, and ``extra`` (an
+    invariant's premises). An option without a range here must be bounded
+    by ``extra``."""
+    premises = [Bound("N", ">=", 2)] + ([Bound("N", "<=", MAX_RANKS)] if program.sort == BITVEC else [])
+    stated = Scope(tuple(extra)).variables()
+    for name in program.params:
+        if name in OPTION_BOUNDS:
+            premises += OPTION_BOUNDS[name]
+        elif name not in stated:
+            raise ValueError(f"{program.algorithm} {program.collective}: option {name!r} is symbolic but no premise states its range")
+    return Scope(tuple(premises)) + tuple(extra)
+
+
 def queries(program: Program, invariant: Invariant) -> list:
-    """The induction's queries for one program (see the module text)."""
+    """The induction's queries for one program (see the module text); every
+    assertion on N and the options is :func:`scope_of`'s."""
     sym, v = symbolic(program)
     bv = program.sort == BITVEC
     make = (lambda name: z3.BitVec(name, BITVEC_WIDTH)) if bv else z3.Int
@@ -172,11 +200,7 @@ def queries(program: Program, invariant: Invariant) -> list:
     def slot(*vs):
         return [b for t in vs for b in (0 <= t, t < width)]
 
-    domain = [n >= 2] + ([n <= MAX_RANKS] if bv else []) + list(invariant.premises(n, params))
-    if "root" in params:
-        domain += rank(root)
-    if "size" in params:
-        domain += [params["size"] >= 1, n % params["size"] == 0]
+    domain = scope_of(program, invariant.premises).assertions(v)
     at_step = domain + [0 <= s, s < steps]
 
     def T(rank_, slot_):
@@ -265,7 +289,7 @@ def queries(program: Program, invariant: Invariant) -> list:
     ]
     if invariant.cases is None:
         return asked
-    cases = invariant.cases(params, s)
+    cases = invariant.cases(params, s, n)
     return [split for query in asked for split in (_by_case(query, cases) if not query.name.startswith(("base", "end")) else [query])]
 
 
@@ -315,12 +339,14 @@ def at_root_zero(program: Program) -> Program:
 def rotation_queries(program: Program, position: Callable, rank: Callable) -> list:
     """For a rooted program whose root-0 instance the induction proves: the
     queries that it is, for every root, that instance with ranks renamed.
-    ``position(r, root, N)`` and ``rank(p, root, N)`` are the code's own
-    renaming (the functions the transfer function calls). Shown, for
+    ``position(r, root, N)`` and ``rank(p, root, N)`` are the renaming,
+    stated in :mod:`collspec.proofs.invariants` (not imported from the
+    generator: the rotation query compares the generator's transfer
+    function against it). Shown, for
     symbolic N, root, s, rank r and slot j:
 
-    - ``renaming``: position and rank are inverse bijections of 0..N-1, and
-      the root is at position 0;
+    - ``renaming`` (three queries): position and rank are inverse bijections
+      of 0..N-1, and the root is at position 0;
     - ``rotation``: T_root(r, j) is T_0(position(r), j) with its destination
       renamed by ``rank`` (same activity, cells and op).
 
@@ -334,7 +360,7 @@ def rotation_queries(program: Program, position: Callable, rank: Callable) -> li
     bv = program.sort == BITVEC
     p = z3.BitVec("p", BITVEC_WIDTH) if bv else z3.Int("p")
     steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
-    domain = [n >= 2, 0 <= root, root < n] + ([n <= MAX_RANKS] if bv else [])
+    domain = scope_of(program).assertions(v)
     pr, rp = as_term(position(r, root, n), n), as_term(rank(p, root, n), n)
     mine = sym.transfer(n, s, r, j)
     base = zero.transfer(n, s, pr, j)
@@ -342,15 +368,11 @@ def rotation_queries(program: Program, position: Callable, rank: Callable) -> li
     base = Transfer(*(as_term(f, n) for f in (base.active, base.dst, base.src_chunk, base.dst_chunk, base.op)))
     renamed = as_term(rank(base.dst, root, n), n)
     return [
-        Query(
-            "renaming: position and rank are inverse bijections of the ranks, and the root is at position 0",
-            domain + [0 <= r, r < n, 0 <= p, p < n],
-            z3.And(
-                0 <= pr, pr < n, as_term(rank(pr, root, n), n) == r,
-                0 <= rp, rp < n, as_term(position(rp, root, n), n) == p,
-                as_term(position(root, root, n), n) == 0,
-            ),
-        ),
+        Query("renaming: position maps the ranks into 0..N-1 and rank undoes it", domain + [0 <= r, r < n],
+              z3.And(0 <= pr, pr < n, as_term(rank(pr, root, n), n) == r)),
+        Query("renaming: rank maps the positions into 0..N-1 and position undoes it", domain + [0 <= p, p < n],
+              z3.And(0 <= rp, rp < n, as_term(position(rp, root, n), n) == p)),
+        Query("renaming: the root is at position 0", domain, as_term(position(root, root, n), n) == 0),
         Query(
             "rotation: the transfer of rank r at every root is the root-0 transfer of its position, destination renamed",
             domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],

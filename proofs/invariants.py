@@ -7,14 +7,72 @@ of rank r holds rank x's input cell k (once). These are claims that
 generators enumerate; nothing here is taken on trust. Written with the
 helpers of :mod:`collspec.models.indexing` so they evaluate on Z3 integers
 and bit-vectors alike.
+
+Nothing here imports generator code: the coordinates the claims use (a
+tree position's depth, the rank at a position, the hypercube's largest
+power of two) and the ownership a row declares are stated below, so that a
+change to a generator cannot change what its proof expects.
 """
 
 from __future__ import annotations
 
 from ..models import indexing as ix
-from ..models.generators import tree as tree_gen
-from ..models.generators.recursive import split, virtual
 from .induction import Invariant
+from .scope import Declared, Fixed
+
+# -- declared ownership --------------------------------------------------------------------
+
+#: ring-seed's reduce-scatter leaves rank r with chunk r + 1 (the worked
+#: example's rotation), not the spec's chunk r: the rows about it are proved
+#: against this declaration, which their scope states
+RING_SEED_OWNS = Declared("rank r owns chunk r + 1 (declared)", lambda r, n: (r + 1) % n)
+
+
+def spec_owner(r, n):
+    """The spec's reduce-scatter: rank r ends with chunk (block) r."""
+    return r % n
+
+
+#: ring variant -> (the chunk rank r completes in the reduce-scatter, the premises that declare it)
+OWNERS = {"ring": (spec_owner, ()), "ring-seed": (RING_SEED_OWNS.value, (RING_SEED_OWNS,))}
+
+# -- coordinates ---------------------------------------------------------------------------
+
+
+def depth(p):
+    """The depth of heap position p: floor(log2(p + 1)) (the root, p = 0, at depth 0)."""
+    return ix.floor_log2(p + 1)
+
+
+def levels(n):
+    """D = floor(log2 N): the depth of the deepest of the positions 0..N-1."""
+    return ix.floor_log2(n)
+
+
+def position(r, root, n):
+    """Rank r's position in a tree rooted at ``root``: (r - root) mod N for
+    ranks r, root < N, written as one conditional subtraction (a modulus by
+    symbolic N is what Z3 did not decide in the rooted bit-vector proofs)."""
+    if isinstance(root, int) and root == 0:
+        return r
+    return ix.where(r >= root, r - root, r + n - root)
+
+
+def rank_at(p, root, n):
+    """The rank at position p of a tree rooted at ``root``: (p + root) mod N for p < N."""
+    if isinstance(root, int) and root == 0:
+        return p
+    return ix.where(p + root < n, p + root, p + root - n)
+
+
+def split(n):
+    """(P, E, log2 P): the largest power of two P <= N, the E = N - P extra ranks."""
+    return ix.largest_power_of_two(n), n - ix.largest_power_of_two(n), ix.floor_log2(n)
+
+
+def virtual(c, p):
+    """The rank below P that finishes chunk c: c for c < P, c - P above."""
+    return ix.where(c < p, c, c - p)
 
 
 def _always(*args):
@@ -53,15 +111,13 @@ def ring_allreduce(shift: int, phases: int = 2) -> Invariant:
 
 
 def ring_seed_reduce_scatter() -> Invariant:
-    """ring-seed's reduce-scatter leaves rank r with chunk r + 1 (its
-    declared ownership, :data:`collspec.models.generators.ring.OWNERS`):
-    proved against that ownership, which the scope states."""
+    """ring-seed's reduce-scatter leaves rank r with chunk r + 1: proved
+    against that declared ownership (:data:`RING_SEED_OWNS`), which the
+    scope states."""
     from dataclasses import replace
 
-    from ..models.generators.ring import OWNERS
-
-    owner = OWNERS["ring-seed"]
-    return replace(ring_allreduce(1, phases=1), output=lambda n, C, r, c, root: c == owner(r, n), scope="rank r owns chunk r + 1 (declared)")
+    owner = RING_SEED_OWNS.value
+    return replace(ring_allreduce(1, phases=1), output=lambda n, C, r, c, root: c == owner(r, n), premises=(RING_SEED_OWNS,))
 
 
 def ring_allgather() -> Invariant:
@@ -180,7 +236,7 @@ def hub() -> Invariant:
 
 def _in_subtree(p, x):
     """Heap position x is in the subtree of position p."""
-    dp, dx = tree_gen.depth(p), tree_gen.depth(x)
+    dp, dx = depth(p), depth(x)
     return ix.both(dx >= dp, ix.shift_right(x + 1, dx - dp) - 1 == p)
 
 
@@ -191,24 +247,24 @@ def tree_allreduce() -> Invariant:
     D + d on."""
 
     def holds(n, s, r, c, x, k):
-        top, d = tree_gen.levels(n), tree_gen.depth(r)
+        top, d = levels(n), depth(r)
         return ix.both(k == c, ix.where(s >= top + d, True, ix.where(s >= top - d, _in_subtree(r, x), x == r)))
 
     def writer(n, s, r, c):
         parent = ix.tree_parent(r)
-        return ix.where(s < tree_gen.levels(n), 2 * r + 1, parent), ix.where(s < tree_gen.levels(n), 0, r - 1 - 2 * parent)
+        return ix.where(s < levels(n), 2 * r + 1, parent), ix.where(s < levels(n), 0, r - 1 - 2 * parent)
 
     def source(n, s, r, c, x, k):
         parent = ix.tree_parent(r)
-        child = ix.shift_right(x + 1, tree_gen.depth(x) - tree_gen.depth(r) - 1) - 1
-        return ix.where(s < tree_gen.levels(n), child, parent), ix.where(s < tree_gen.levels(n), 0, r - 1 - 2 * parent)
+        child = ix.shift_right(x + 1, depth(x) - depth(r) - 1) - 1
+        return ix.where(s < levels(n), child, parent), ix.where(s < levels(n), 0, r - 1 - 2 * parent)
 
     return Invariant(_always, holds, writer, source)
 
 
 def _tree(root, n):
     """(position of a rank, rank at a position) in the tree rooted at ``root``."""
-    return (lambda r: tree_gen._position(r, root, n)), (lambda p: tree_gen._rank(p, root, n))
+    return (lambda r: position(r, root, n)), (lambda p: rank_at(p, root, n))
 
 
 def tree_reduce() -> Invariant:
@@ -220,7 +276,7 @@ def tree_reduce() -> Invariant:
         def holds(n, s, r, c, x, k):
             pos, _ = _tree(root, n)
             p = pos(r)
-            return ix.both(k == c, ix.where(s >= tree_gen.levels(n) - tree_gen.depth(p), _in_subtree(p, pos(x)), x == r))
+            return ix.both(k == c, ix.where(s >= levels(n) - depth(p), _in_subtree(p, pos(x)), x == r))
 
         def writer(n, s, r, c):
             pos, rank = _tree(root, n)
@@ -229,7 +285,7 @@ def tree_reduce() -> Invariant:
         def source(n, s, r, c, x, k):
             pos, rank = _tree(root, n)
             p, px = pos(r), pos(x)
-            return rank(ix.shift_right(px + 1, tree_gen.depth(px) - tree_gen.depth(p) - 1) - 1), ix.constant(0, n)
+            return rank(ix.shift_right(px + 1, depth(px) - depth(p) - 1) - 1), ix.constant(0, n)
 
         return Invariant(_always, holds, writer, source)
 
@@ -243,7 +299,7 @@ def tree_broadcast() -> Invariant:
     def build(root):
         def holds(n, s, r, c, x, k):
             pos, _ = _tree(root, n)
-            return ix.both(k == c, ix.where(s >= tree_gen.depth(pos(r)), x == root, x == r))
+            return ix.both(k == c, ix.where(s >= depth(pos(r)), x == root, x == r))
 
         def writer(n, s, r, c, *rest):
             pos, rank = _tree(root, n)
@@ -407,18 +463,30 @@ INVARIANTS = {
     ("nccl-ring", "reduce"): lambda: _scoped_rooted(chain_reduce(), ONE_LOOP["reduce"]),
 }
 
-#: what the nccl-ring rows cover, in their scope (:func:`collspec.models.generators.nccl_ring.one_loop_program`)
+def _one_loop(channels: int, count: Fixed) -> tuple:
+    return (Fixed("channels", lambda n: channels, f"{channels} channel{'s' * (channels > 1)}"), Fixed("chunk", lambda n: 1, "chunk 1"), count)
+
+
+#: the options the nccl-ring rows' program fixes (:func:`collspec.models.generators.nccl_ring.one_loop_program`),
+#: as the generator's options for each N: in their scope, and what a test builds the generator's schedule with
 ONE_LOOP = {
-    "allreduce": "1 channel, chunk 1, count N (one loop)",
-    "reduce_scatter": "1 channel, chunk 1, count 1 per rank (one loop)",
-    "allgather": "1 channel, chunk 1, count 1 per rank (one loop)",
-    "broadcast": "1 channel, chunk 1, count N",
-    "reduce": "1 channel, chunk 1, count N",
+    "allreduce": _one_loop(1, Fixed("count", lambda n: n, "count N (one loop)")),
+    "reduce_scatter": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
+    "allgather": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
+    "broadcast": _one_loop(1, Fixed("count", lambda n: n, "count N")),
+    "reduce": _one_loop(1, Fixed("count", lambda n: n, "count N")),
 }
 
 
-def _scoped_rooted(made, scope: str):
-    return _rooted(lambda root: _scoped(made[1](root), scope))
+def channels_premises(channels: int) -> tuple:
+    """The options of the ``channels``-channel all-reduce row (count C N, one loop each)."""
+    return _one_loop(channels, Fixed("count", lambda n: channels * n, f"count {channels}N (one loop each)")) + (
+        Fixed("parts", lambda n: [n] * channels, "N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"),
+    )
+
+
+def _scoped_rooted(made, premises: tuple):
+    return _rooted(lambda root: _scoped(made[1](root), premises))
 
 
 def nccl_ring_channels(channels: int) -> Invariant:
@@ -447,35 +515,25 @@ def nccl_ring_channels(channels: int) -> Invariant:
         holds=lambda n, s, r, c, x, k: ix.both(channel(n, c) == channel(n, k), ring.holds(n, s, r, local(n, c), x, local(n, k))),
         writer=prev,
         source=prev,
-        scope=f"{channels} channels, chunk 1, count {channels}N (one loop each)",
+        premises=channels_premises(channels),
     )
 
 
-def _scoped(made: Invariant, scope: str) -> Invariant:
+def _scoped(made: Invariant, premises: tuple) -> Invariant:
     from dataclasses import replace
 
-    return replace(made, scope=scope)
-
-
-def proved_program(algorithm: str, collective: str):
-    """The program an ``-exactly-once`` row proves: the generator's with its
-    default options, or for nccl-ring its one-loop instance (an all-N
-    statement needs the options tied to N; see ONE_LOOP)."""
-    from ..models.generators import nccl_ring, program
-
-    if algorithm == "nccl-ring":
-        return nccl_ring.one_loop_program(collective)
-    return program(algorithm, collective)
+    return replace(made, premises=made.premises + premises)
 
 
 #: rooted programs proved at root 0 by induction and for every other root as
 #: a renaming of that instance (:func:`collspec.proofs.induction.rotation_queries`):
-#: (algorithm, collective) -> the code's (position, rank) renaming. A
-#: symbolic root puts a division by symbolic N into every bit-vector query,
-#: which Z3 did not decide in minutes.
+#: (algorithm, collective) -> the (position, rank) renaming stated above,
+#: which the rotation query compares the generator's transfer function with.
+#: A symbolic root puts a division by symbolic N into every bit-vector
+#: query, which Z3 did not decide in minutes.
 ROTATED = {
-    ("binary-tree", "reduce"): (tree_gen._position, tree_gen._rank),
-    ("binary-tree", "broadcast"): (tree_gen._position, tree_gen._rank),
+    ("binary-tree", "reduce"): (position, rank_at),
+    ("binary-tree", "broadcast"): (position, rank_at),
 }
 
 

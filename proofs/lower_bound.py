@@ -35,7 +35,7 @@ import z3
 
 from ..models.checker import check
 from ..models.schedule import COPY, REDUCE, Schedule, Step
-from .solver import FAILED, PROVED, QUERY_TIMEOUT_MS, UNKNOWN, Outcome
+from .solver import COUNTEREXAMPLE, FAILED, PROVED, UNKNOWN, Outcome, Solver, new_solver, why_unknown
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Encoding:
 
     ranks: int
     steps: int
-    solver: z3.Solver
+    solver: Solver
     carry: list[list[list[z3.BoolRef]]]
     reduce: list[list[z3.BoolRef]]
 
@@ -66,11 +66,10 @@ class Encoding:
         return Schedule("allreduce", n, n, tuple(steps), name=f"Z3-synthesised ring allreduce, {n} ranks, {self.steps} steps")
 
 
-def encode(n: int, steps: int, exact: bool, timeout_ms: int = QUERY_TIMEOUT_MS) -> Encoding:
+def encode(n: int, steps: int, exact: bool, rlimit: int | None = None) -> Encoding:
     """Build the query (see the module text). ``exact``: reduces must
     combine disjoint sets; otherwise sets are unions (generous)."""
-    solver = z3.SolverFor("QF_FD")
-    solver.set("timeout", timeout_ms)
+    solver = new_solver("QF_FD", rlimit)
     carry = [[[z3.Bool(f"carry[{t},{p},{k}]") for k in range(n)] for p in range(n)] for t in range(steps)]
     reduce = [[z3.Bool(f"reduce[{t},{p}]") for p in range(n)] for t in range(steps)]
     for t in range(steps):
@@ -100,7 +99,7 @@ def encode(n: int, steps: int, exact: bool, timeout_ms: int = QUERY_TIMEOUT_MS) 
     return Encoding(n, steps, solver, carry, reduce)
 
 
-def lower_bound(n: int, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
+def lower_bound(n: int, rlimit: int | None = None) -> Outcome:
     """On N ranks: unsat in 2(N - 1) - 1 steps, a checked schedule in 2(N - 1)."""
     started = time.perf_counter()
     bound = 2 * (n - 1)
@@ -109,24 +108,29 @@ def lower_bound(n: int, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
     def note(name: str, status: str) -> None:
         ran.append((name, status, round(time.perf_counter() - started, 4)))
 
-    fewer = encode(n, bound - 1, exact=False, timeout_ms=timeout_ms).solver.check()
+    fewer_query = encode(n, bound - 1, exact=False, rlimit=rlimit)
+    fewer = fewer_query.solver.check()
     note(f"N={n}: no schedule in {bound - 1} steps (sets, duplicates allowed)", _status(fewer, expected=z3.unsat))
     if fewer == z3.sat:
-        return Outcome(FAILED, f"N={n}: Z3 found a schedule in {bound - 1} steps, below 2(N-1)", {"N": n, "steps": bound - 1}, ran)
+        return Outcome(FAILED, f"N={n}: Z3 found a schedule in {bound - 1} steps, below 2(N-1)", {"N": n, "steps": bound - 1}, ran, COUNTEREXAMPLE)
     if fewer != z3.unsat:
-        return Outcome(UNKNOWN, f"N={n}: Z3 could not decide the {bound - 1}-step query; not proved", {"N": n}, ran)
-    exact = encode(n, bound, exact=True, timeout_ms=timeout_ms)
+        why = why_unknown(fewer_query.solver)
+        return Outcome(UNKNOWN, f"N={n}: unknown ({why}) on the {bound - 1}-step query; not proved", {"N": n}, ran, why)
+    exact = encode(n, bound, exact=True, rlimit=rlimit)
     found = exact.solver.check()
     if found != z3.sat:
         status = _status(found, expected=z3.sat)
         note(f"N={n}: a schedule in {bound} steps (exact counting)", status)
-        return Outcome(status, f"N={n}: Z3 found no {bound}-step schedule ({found})", {"N": n, "steps": bound}, ran)
+        if status == UNKNOWN:
+            why = why_unknown(exact.solver)
+            return Outcome(status, f"N={n}: unknown ({why}) looking for a {bound}-step schedule; not proved", {"N": n, "steps": bound}, ran, why)
+        return Outcome(status, f"N={n}: Z3 proved there is no {bound}-step schedule", {"N": n, "steps": bound}, ran, "no schedule in 2(N-1) steps")
     schedule = exact.schedule(exact.solver.model())
     result = check(schedule)
     errors = [v for v in result.violations if v.is_error]
     note(f"N={n}: a schedule in {bound} steps, checked by models.checker", PROVED if not errors else FAILED)
     if errors:
-        return Outcome(FAILED, f"N={n}: the {bound}-step schedule Z3 found fails the checker: {errors[0]}", {"N": n}, ran)
+        return Outcome(FAILED, f"N={n}: the {bound}-step schedule Z3 found fails the checker: {errors[0]}", {"N": n}, ran, "the checker rejects Z3's schedule")
     return Outcome(PROVED, f"N={n}: none in {bound - 1} steps; one in {bound} ({schedule.transfers} transfers), checker ok", {}, ran)
 
 
@@ -136,11 +140,11 @@ def _status(answer: z3.CheckSatResult, expected: z3.CheckSatResult) -> str:
     return UNKNOWN if answer == z3.unknown else FAILED
 
 
-def lower_bounds(ranks: range, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
+def lower_bounds(ranks: range, rlimit: int | None = None) -> Outcome:
     """:func:`lower_bound` for every N in ``ranks``."""
     ran = []
     for n in ranks:
-        outcome = lower_bound(n, timeout_ms)
+        outcome = lower_bound(n, rlimit)
         ran += outcome.queries
         if not outcome.ok:
             outcome.queries = ran

@@ -28,7 +28,11 @@ exhibits the witness as a candidate term such as ``(c + k) % N`` and has Z3
 prove it works for every N (:func:`~collspec.proofs.solver.prove_exists`).
 The only helper the proofs take from models/ without proving it correct is
 ``ring_prev``, as the candidate for "the rank that sends to r"; every claim
-that uses it first proves that this rank does send to r.
+that uses it first proves that this rank does send to r. Which chunk each
+rank must complete (its *owner*) is not read from the generator: it is the
+spec's (rank r owns chunk r) for ``ring`` and the declared rotation (rank r
+owns chunk r + 1) for ``ring-seed``, stated in
+:data:`collspec.proofs.invariants.OWNERS`.
 
 >>> run_queries(same_index(RingCode.of("ring"))).status
 'proved'
@@ -46,6 +50,7 @@ from ..models.generators import ring as ring_gen
 from ..models.program import Program, as_term
 from ..models.schedule import COPY, REDUCE
 from ..spec.bandwidth import FACTORS
+from .invariants import OWNERS
 from .solver import Outcome, Query, prove_exists, run_queries
 
 N, r, r2, s, t, x, c = z3.Ints("N r r2 s t x c")
@@ -60,7 +65,9 @@ SEARCH_RANKS = range(2, 17)
 class RingCode:
     """The ring all-reduce as the code defines it: the transfer function
     the generator enumerates (:func:`collspec.models.generators.ring.allreduce_program`),
-    read per phase, and the owner function whose properties are stated.
+    read per phase, and the owner function whose properties are stated
+    (the spec's or the declared one, :data:`collspec.proofs.invariants.OWNERS`,
+    never the generator's).
     Tests pass variants with a deliberately wrong program to show that the
     proofs then fail."""
 
@@ -71,7 +78,7 @@ class RingCode:
 
     @classmethod
     def of(cls, variant: str = "ring") -> "RingCode":
-        return cls(variant, ring_gen.OWNERS[variant], ring_gen.allreduce_program(variant), ix.ring_prev)
+        return cls(variant, OWNERS[variant][0], ring_gen.allreduce_program(variant), ix.ring_prev)
 
     def hops(self, n):
         """Hops per phase: the program's phase boundary."""

@@ -38,7 +38,7 @@ from ..models.interpreter import run
 from ..models.layout import ScheduleError, expected_outputs
 from ..models.schedule import Schedule
 from ..spec.violations import Violation
-from .solver import FAILED, PROVED, QUERY_TIMEOUT_MS, UNKNOWN, Outcome, python_value
+from .solver import COUNTEREXAMPLE, FAILED, PROVED, UNKNOWN, Outcome, new_solver, python_value, why_unknown
 
 #: transfers x ranks above which a bounded proof is refused (about a minute of Z3 terms)
 MAX_WORK = 2_000_000
@@ -65,8 +65,9 @@ def outputs_and_definition(schedule: Schedule) -> list[tuple[int, int, z3.ArithR
     ]
 
 
-def prove_schedule(schedule: Schedule, timeout_ms: int = QUERY_TIMEOUT_MS) -> Outcome:
-    """Prove that ``schedule`` computes its collective for all inputs."""
+def prove_schedule(schedule: Schedule, rlimit: int | None = None) -> Outcome:
+    """Prove that ``schedule`` computes its collective for all inputs (each
+    check within ``rlimit`` Z3 resource units, by default the current row's)."""
     started = time.perf_counter()
     work = schedule.transfers * max(schedule.ranks, 1)
     if work > MAX_WORK:
@@ -79,35 +80,34 @@ def prove_schedule(schedule: Schedule, timeout_ms: int = QUERY_TIMEOUT_MS) -> Ou
     open_cells = [(rank, cell, got, want) for rank, cell, got, want in cells if not _zero(z3.simplify(got - want))]
     name = f"every output of {schedule.label()} is its {schedule.collective}"
 
-    def done(status: str, message: str = "", example: dict | None = None) -> Outcome:
+    def done(status: str, message: str = "", example: dict | None = None, reason: str = "") -> Outcome:
         seconds = round(time.perf_counter() - started, 4)
-        return Outcome(status, message, example or {}, [(name, status, seconds)])
+        return Outcome(status, message, example or {}, [(name, status, seconds)], reason)
 
     if not open_cells:
         return done(PROVED, f"{len(cells)} output cells")
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = new_solver(rlimit=rlimit)
     solver.add(z3.Or([got != want for _, _, got, want in open_cells]))
     answer = solver.check()
     if answer == z3.unsat:
         return done(PROVED, f"{len(cells)} output cells")
     if answer == z3.unknown:
-        return done(UNKNOWN, f"{name}: Z3 returned unknown ({solver.reason_unknown()}); not proved")
-    model = _readable_model(open_cells, timeout_ms) or solver.model()
+        why = why_unknown(solver)
+        return done(UNKNOWN, f"{name}: unknown ({why}); not proved", reason=why)
+    model = _readable_model(open_cells, rlimit) or solver.model()
     example = _describe(schedule, model, open_cells)
-    return done(FAILED, _message(schedule, example), example)
+    return done(FAILED, _message(schedule, example), example, COUNTEREXAMPLE)
 
 
 def _zero(term: z3.ExprRef) -> bool:
     return z3.is_int_value(term) and term.as_long() == 0
 
 
-def _readable_model(open_cells, timeout_ms: int) -> z3.ModelRef | None:
+def _readable_model(open_cells, rlimit: int | None) -> z3.ModelRef | None:
     """A counterexample with exactly one variable 1 and the rest 0, if Z3
     finds one (it exists whenever some cell's sum differs from its definition)."""
     variables = {v.get_id(): v for _, _, got, want in open_cells for v in _variables(got - want)}.values()
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = new_solver(rlimit=rlimit)
     solver.add([z3.Or(v == 0, v == 1) for v in variables])
     solver.add(z3.Sum([v for v in variables]) == 1)
     solver.add(z3.Or([got != want for _, _, got, want in open_cells]))

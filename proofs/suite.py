@@ -10,8 +10,8 @@ ring-seed.<property>         all N>=2      the same for the worked example's rot
 exactly-once                               and reduces add into the same index, by induction
                                            over the algorithm's own transfer function
                                            (:mod:`collspec.proofs.induction`); "all N>=2" on
-                                           integers, "all N<=65536" on bit-vectors (the most
-                                           ranks the generators accept), plus "all roots"
+                                           integers, "all N in 2..65536" on bit-vectors (the
+                                           most ranks the generators accept), plus "all roots"
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
 nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every collective; the
@@ -27,18 +27,28 @@ builtin.<algorithm>          N<=K          every built-in schedule computes its 
                                            rank-order sum (:mod:`collspec.proofs.floating`)
 <dtype>.two-ranks-agree      N=2           ... while for two ranks it always is
 <dtype>.identical-bits       N<=K          every rank ends with the same bits
-nccl-tree.double-binary-    all N<=65536  NCCL's two trees are spanning binary trees; who
-tree                                       forwards in both (:mod:`collspec.proofs.nccl_trees`)
+nccl-tree.double-binary-    all N in      NCCL's two trees are spanning binary trees; who
+tree                         2..65536     forwards in both (:mod:`collspec.proofs.nccl_trees`)
 lower-bound.ring             N<=K          no ring all-reduce in fewer than 2(N-1) steps, one
                                            in 2(N-1) (:mod:`collspec.proofs.lower_bound`)
 ===========================  ============  ====================================================
 
 A query whose claim Z3 simplifies to True with no premises only re-reads a
 definition: it is listed as ``trivial`` and never counted, and a row made
-only of such queries has the result ``trivial``, not ``proved``. A scope
-says "all N" only where N is a variable in the solver.
+only of such queries has the result ``trivial``, not ``proved``.
 
-The default suite keeps K small (well under a minute on 2 cores);
+A row's scope is a :class:`~collspec.proofs.scope.Scope`: its premises as
+data, from which the scope text is made; it says "all N" only where N is a
+variable in the solver. While a row runs, every premise of its queries on
+N, the root or an option alone must follow from that scope, or the row
+fails (:func:`collspec.proofs.solver.decide`).
+
+Every solver check of a row has the row's resource limit (:data:`RLIMITS`,
+Z3's deterministic ``rlimit``, never wall time): the same verdict on a
+loaded machine as on an idle one. ``run_proof(proof, factor)`` scales it
+(``collspec prove --rlimit-factor``).
+
+The default suite keeps K small (under 30 s of CPU time);
 ``full=True`` (``collspec prove --full``) raises K.
 
 >>> [p.name for p in suite()][:2]
@@ -48,28 +58,39 @@ The default suite keeps K small (well under a minute on 2 cores);
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import z3
 
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
-from ..models.generators import ring as ring_gen
-from ..models.program import BITVEC, symbolic
+from ..models.program import symbolic
 from . import floating, hierarchical, induction, invariants, lower_bound, nccl_tree_allreduce, nccl_trees, ring, schedules
-from .solver import FAILED, PROVED, TRIVIAL, UNKNOWN, Outcome, run_queries
+from .scope import Bound, Scope
+from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
-ALL_N = "all N>=2"
-ALL_BITVEC_N = f"all N<={induction.MAX_RANKS}"
+#: N >= 2, a solver variable (integers)
+ALL_N = Scope.all_n()
+#: 2 <= N <= 65536, a solver variable (bit-vectors: the most ranks the generators accept)
+ALL_BITVEC_N = Scope.all_n(Bound("N", "<=", induction.MAX_RANKS))
 
 
 @dataclass(frozen=True)
 class Proof:
+    """One row: its name, its scope (premises as data: :attr:`scope` is
+    their text), what it states, how to run it, and its resource limit per
+    solver check (Z3 units, :data:`RLIMITS`)."""
+
     name: str
-    scope: str
+    premises: Scope
     statement: str
     run: Callable[[], Outcome]
+    rlimit: int = 0
+
+    @property
+    def scope(self) -> str:
+        return self.premises.text()
 
 
 @dataclass
@@ -83,18 +104,48 @@ class ProofResult:
     message: str = ""
     counterexample: dict = field(default_factory=dict)
     queries: list = field(default_factory=list)
+    premises: list = field(default_factory=list)
+    reason: str = ""
+    rlimit: int = 0
+    most_used: int = 0
 
     @property
     def ok(self) -> bool:
         """Proved, or true by definition (not counted as a proof, not a failure)."""
         return self.status in (PROVED, TRIVIAL)
 
+    @property
+    def why(self) -> str:
+        """Why it is not proved, in words ("" when it is)."""
+        if self.ok:
+            return ""
+        return f"{self.status} ({self.reason})" if self.reason else self.status
+
+    @property
+    def advice(self) -> str:
+        """What to do about a row that is not proved ("" when it is)."""
+        if self.ok:
+            return ""
+        again = f"collspec prove --only {self.name}"
+        if self.reason == RESOURCE_LIMIT:
+            return f"Z3 ran out of resource units (limit {self.rlimit:,} per check), which is no verdict: rerun with a larger limit, `{again} --rlimit-factor 10`"
+        if self.reason == COUNTEREXAMPLE:
+            return f"the claim is false at the values shown: fix the algorithm (or the claim it is checked against); `{again}` reruns this row"
+        if self.reason == NARROWS:
+            return "state the premise in the row's scope (collspec.proofs.scope), so that the scope shows it, or remove it"
+        if self.reason == VACUOUS:
+            return "premises that cannot hold prove nothing: fix them"
+        return f"see the message; `{again}` reruns this row"
+
     def to_json(self) -> dict:
         return {
             "name": self.name,
             "scope": self.scope,
+            "premises": self.premises,
             "result": self.status,
+            "reason": self.reason,
             "seconds": round(self.seconds, 3),
+            "rlimit": {"limit": self.rlimit, "most_used": self.most_used},
             "message": self.message,
             "counterexample": self.counterexample,
             "queries": [{"name": q, "result": s, "seconds": t} for q, s, t in self.queries],
@@ -119,17 +170,11 @@ def _first_line(text: str | None) -> str:
     return " ".join((text or "").strip().split("\n\n")[0].split())
 
 
-def _scope(ranks: range) -> str:
-    if len(ranks) == 1:
-        return f"N={ranks.start}"
-    return f"N<={ranks.stop - 1}" if ranks.start <= 2 else f"{ranks.start}<=N<={ranks.stop - 1}"
-
-
 def suite(full: bool = False) -> list[Proof]:
     """Every proof, in the order they run."""
     bounds = FULL if full else DEFAULT
     proofs = [
-        Proof(f"{variant}.{name}", ALL_N, _first_line(build.__doc__), _ring_proof(variant, build))
+        Proof(f"{variant}.{name}", ALL_N + invariants.OWNERS[variant][1], _first_line(build.__doc__), _ring_proof(variant, build))
         for variant in ring.VARIANTS
         for name, build in ring.PROOFS.items()
     ]
@@ -138,14 +183,15 @@ def suite(full: bool = False) -> list[Proof]:
         for algorithm, collective in invariants.INVARIANTS
     ]
     if full:  # ~5 s: only under --full
-        proofs.append(Proof(CHANNELS_ROW, f"{ALL_N}, {invariants.nccl_ring_channels(2).scope}", INDUCTION_STATEMENT, _nccl_channels_proof))
-    if full:  # ~20 s and ~150 s of CPU: only under --full
-        proofs += [Proof(nccl_tree_allreduce.row(name), f"{ALL_BITVEC_N}, {nccl_tree_allreduce.scope(name)}", INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name)) for name in nccl_tree_allreduce.OPTIONS]
-    proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", f"{ALL_N}, all group sizes", INDUCTION_STATEMENT, _hierarchical_proof))
+        proofs.append(Proof(CHANNELS_ROW, ALL_N + invariants.channels_premises(2), INDUCTION_STATEMENT, _nccl_channels_proof))
+    if full:  # ~15 s and ~150 s of CPU: only under --full
+        proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
+                   for name in nccl_tree_allreduce.OPTIONS]
+    proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
             f"builtin.{algorithm}",
-            f"N<={bounds.builtin_ranks}",
+            Scope.bounded(range(1, bounds.builtin_ranks + 1)) + (invariants.OWNERS[algorithm][1] if algorithm in invariants.OWNERS else ()),
             f"every {algorithm} schedule ({', '.join(ALGORITHMS[algorithm])}) computes its collective for all inputs"
             + (f", {BUILTIN_OPTION_WORDS[algorithm]}" if algorithm in BUILTIN_OPTION_WORDS else ""),
             _builtin_proof(algorithm, bounds.builtin_ranks, full),
@@ -156,14 +202,14 @@ def suite(full: bool = False) -> list[Proof]:
         proofs += [
             Proof(
                 f"{dtype}.ring-differs",
-                _scope(bounds.differs_ranks),
+                Scope.bounded(bounds.differs_ranks),
                 f"some {dtype} inputs give a ring all-reduce result other than the rank-order sum (numpy confirms)",
                 _each(bounds.differs_ranks, lambda n, d=dtype: floating.ring_differs(d, n)),
             ),
-            Proof(f"{dtype}.two-ranks-agree", "N=2", _first_line(floating.two_ranks_agree.__doc__), lambda d=dtype: floating.two_ranks_agree(d)),
+            Proof(f"{dtype}.two-ranks-agree", Scope.bounded(range(2, 3)), _first_line(floating.two_ranks_agree.__doc__), lambda d=dtype: floating.two_ranks_agree(d)),
             Proof(
                 f"{dtype}.identical-bits",
-                f"N<={bounds.identical_ranks}",
+                Scope.bounded(range(2, bounds.identical_ranks + 1)),
                 f"every rank ends a ring or ring-seed all-reduce with the same {dtype} bits, for every input",
                 _each(
                     range(2, bounds.identical_ranks + 1),
@@ -175,29 +221,116 @@ def suite(full: bool = False) -> list[Proof]:
     proofs.append(
         Proof(
             "lower-bound.ring",
-            _scope(bounds.lower_bound_ranks),
+            Scope.bounded(bounds.lower_bound_ranks),
             "no schedule on a directed ring (N chunks, one per link per step) finishes an all-reduce in fewer than 2(N-1) steps; one finishes in 2(N-1)",
             lambda: lower_bound.lower_bounds(bounds.lower_bound_ranks),
         )
     )
-    return proofs
+    return [replace(p, rlimit=p.rlimit or rlimit_of(p.name, full)) for p in proofs]
+
+
+#: Z3 resource units per solver check of a row (``rlimit``: deterministic,
+#: unlike wall time), by row name. Calibrated with bench/proofs_cpu.py
+#: --full (z3-solver 5.4.1, each check in a fresh context, so the units are
+#: the query's alone): 8 times the most units one check of the row used
+#: (shown after each entry; under --full for the bounded rows), rounded up,
+#: at least 10 million (50 million for the builtin.* rows, whose checks find
+#: counterexamples to broken schedules). tests/test_proofs_suite.py holds every
+#: default row to at least 4 times its need.
+RLIMITS: dict[str, int] = {
+    "ring.same-index": 10_000_000,  # 1,506
+    "ring.link-once": 10_000_000,  # 33,728
+    "ring.links-busy": 10_000_000,  # 17,665
+    "ring.forwarding": 10_000_000,  # 112,740
+    "ring.contributors": 10_000_000,  # 162,340
+    "ring.all-gather": 10_000_000,  # 112,740
+    "ring.identical-bits": 10_000_000,  # 112,740
+    "ring.traffic": 10_000_000,  # 4,590
+    "ring-seed.same-index": 10_000_000,  # 1,418
+    "ring-seed.link-once": 10_000_000,  # 37,461
+    "ring-seed.links-busy": 10_000_000,  # 17,665
+    "ring-seed.forwarding": 10_000_000,  # 147,137
+    "ring-seed.contributors": 10_000_000,  # 131,619
+    "ring-seed.all-gather": 10_000_000,  # 147,137
+    "ring-seed.identical-bits": 10_000_000,  # 147,137
+    "ring-seed.traffic": 10_000_000,  # 4,590
+    "ring.allreduce-exactly-once": 10_000_000,  # 629,506
+    "ring.reduce_scatter-exactly-once": 10_000_000,  # 373,287
+    "ring.allgather-exactly-once": 10_000_000,  # 130,676
+    "ring.broadcast-exactly-once": 10_000_000,  # 156,966
+    "ring.reduce-exactly-once": 10_000_000,  # 346,518
+    "ring-seed.allreduce-exactly-once": 10_000_000,  # 511,508
+    "ring-seed.reduce_scatter-exactly-once": 10_000_000,  # 212,968
+    "direct.allreduce-exactly-once": 10_000_000,  # 2,488
+    "direct.reduce_scatter-exactly-once": 10_000_000,  # 2,765
+    "direct.allgather-exactly-once": 10_000_000,  # 3,021
+    "direct.alltoall-exactly-once": 10_000_000,  # 4,007
+    "direct.broadcast-exactly-once": 10_000_000,  # 1,720
+    "direct.reduce-exactly-once": 10_000_000,  # 2,953
+    "hub.allreduce-exactly-once": 10_000_000,  # 5,090
+    "hub.broadcast-exactly-once": 10_000_000,  # 1,720
+    "hub.reduce-exactly-once": 10_000_000,  # 2,953
+    "binary-tree.allreduce-exactly-once": 20_000_000,  # 2,015,880
+    "binary-tree.reduce-exactly-once": 10_000_000,  # 1,083,200
+    "binary-tree.broadcast-exactly-once": 10_000_000,  # 1,083,200
+    "recursive-doubling.allreduce-exactly-once": 10_000_000,  # 448,027
+    "recursive-doubling.allgather-exactly-once": 10_000_000,  # 1,164,748
+    "halving-doubling.allreduce-exactly-once": 20_000_000,  # 1,714,311
+    "halving-doubling.reduce_scatter-exactly-once": 10_000_000,  # 957,825
+    "nccl-ring.allreduce-exactly-once": 10_000_000,  # 876,020
+    "nccl-ring.reduce_scatter-exactly-once": 10_000_000,  # 346,251
+    "nccl-ring.allgather-exactly-once": 10_000_000,  # 152,228
+    "nccl-ring.broadcast-exactly-once": 10_000_000,  # 86,386
+    "nccl-ring.reduce-exactly-once": 10_000_000,  # 156,189
+    "nccl-ring.allreduce-channels-exactly-once": 30_000_000,  # 3,533,670
+    "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775
+    "builtin.ring": 50_000_000,  # 0
+    "builtin.ring-seed": 50_000_000,  # 98,363
+    "builtin.direct": 50_000_000,  # 0
+    "builtin.hub": 50_000_000,  # 0
+    "builtin.recursive-doubling": 50_000_000,  # 0
+    "builtin.halving-doubling": 50_000_000,  # 0
+    "builtin.binary-tree": 50_000_000,  # 0
+    "builtin.hierarchical-ring": 50_000_000,  # 0
+    "builtin.nccl-ring": 50_000_000,  # 0
+    "builtin.nccl-tree": 50_000_000,  # 0
+    "builtin.nccl-pat": 50_000_000,  # 0
+    "float16.ring-differs": 100_000_000,  # 11,849,312
+    "float16.two-ranks-agree": 10_000_000,  # 0
+    "float16.identical-bits": 10_000_000,  # 2,114
+    "bfloat16.ring-differs": 30_000_000,  # 3,566,050
+    "bfloat16.two-ranks-agree": 10_000_000,  # 0
+    "bfloat16.identical-bits": 10_000_000,  # 2,114
+    "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
+    "lower-bound.ring": 30_000_000,  # 2,797,915
+}
+#: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)
+DEFAULT_ROW_RLIMIT = 50_000_000
+
+
+def rlimit_of(name: str, full: bool) -> int:
+    """The resource limit per check of row ``name``."""
+    return RLIMITS.get(name, DEFAULT_ROW_RLIMIT)
 
 
 INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, and reduces add only into the same index (induction over the transfer function)"
 
 
-def induction_scope(algorithm: str, collective: str) -> str:
-    """"all N>=2" (integers) or "all N<=65536" (bit-vectors), with the
-    program's other symbolic options and the invariant's extra premises."""
-    made = invariants.proved_program(algorithm, collective)
-    parts = [ALL_BITVEC_N if made.sort == BITVEC else ALL_N]
-    parts += [f"all {OPTION_WORDS.get(name, name)}" for name in made.params]
-    extra = invariants.invariant(algorithm, collective, params={"root": 0}).scope
-    return ", ".join(parts + ([extra] if extra else []))
+def induction_scope(algorithm: str, collective: str) -> Scope:
+    """The scope of an ``-exactly-once`` row: :func:`collspec.proofs.induction.scope_of`
+    for the proved program and its invariant (the same premises its queries assert)."""
+    return induction.scope_of(proved_program(algorithm, collective), invariants.invariant(algorithm, collective, params={"root": 0}).premises)
 
 
-#: how a symbolic option reads in a scope
-OPTION_WORDS = {"root": "roots", "size": "group sizes", "chunks": "chunk counts"}
+def proved_program(algorithm: str, collective: str):
+    """The program an ``-exactly-once`` row proves: the generator's with its
+    default options, or for nccl-ring its one-loop instance (an all-N
+    statement needs the options tied to N; see invariants.ONE_LOOP)."""
+    from ..models.generators import nccl_ring
+
+    if algorithm == "nccl-ring":
+        return nccl_ring.one_loop_program(collective)
+    return program(algorithm, collective)
 
 
 #: the one row only ``--full`` runs: nccl-ring's all-reduce on 2 channels for all N
@@ -225,7 +358,7 @@ def _hierarchical_proof() -> Outcome:
 
 def _induction_proof(algorithm: str, collective: str) -> Callable[[], Outcome]:
     def run() -> Outcome:
-        made = invariants.proved_program(algorithm, collective)
+        made = proved_program(algorithm, collective)
         if (algorithm, collective) in invariants.ROTATED:
             zero = induction.at_root_zero(made)
             return run_queries([
@@ -249,12 +382,16 @@ def _each(ranks: range, prove: Callable[[int], Outcome]) -> Callable[[], Outcome
 
 
 def _reversed_second_ring(n: int) -> dict:
-    """Two channels, the second on the ring in reverse (per-channel rings)."""
-    return {"channels": 2, "chunk": 1, "count": 5, "rings": [list(range(n)), list(range(n))[::-1]]}
+    """Two channels, the second on the ring in reverse (per-channel rings),
+    with 3 and 2 elements: NCCL 2.30's host split puts 5 elements on one
+    channel, so the parts are given, as NCCL splits a collective that shares
+    its plan with others."""
+    return {"channels": 2, "chunk": 1, "count": 5, "parts": [3, 2], "rings": [list(range(n)), list(range(n))[::-1]]}
 
 
 def _every_aggregation(n: int) -> list[dict]:
-    """Every aggregation NCCL can use on n ranks: 1, 2, ... up to N/2."""
+    """Every aggregation the model accepts on n ranks: 1, 2, ... up to the
+    maximum; this includes every one NCCL 2.30 reaches (min(8, max) .. max)."""
     return [{"aggregation": 1 << b} for b in range(int(nccl_pat.max_aggregation(n)).bit_length())]
 
 
@@ -263,7 +400,7 @@ def _every_aggregation(n: int) -> list[dict]:
 #: rank for reduce-scatter and all-gather are capped at 3 (see _options).
 BUILTIN_OPTIONS: dict[str, Callable[[bool, int], list[dict]]] = {
     "nccl-ring": lambda full, n: [{}, _reversed_second_ring(n)]
-    + ([{"channels": 1, "chunk": 1, "count": 7}, {"channels": 2, "chunk": 2, "align": 2, "count": 7}] if full else []),
+    + ([{"channels": 1, "chunk": 1, "count": 7}, {"channels": 2, "chunk": 2, "align": 2, "count": 7, "parts": [4, 3]}] if full else []),
     "nccl-tree": lambda full, n: [{}, {"channels": 4, "chunk": 1, "count": 11}] + ([{"channels": 1, "chunk": 1, "count": 5}] if full else []),
     "nccl-pat": lambda full, n: _every_aggregation(n),
 }
@@ -271,7 +408,7 @@ BUILTIN_OPTIONS: dict[str, Callable[[bool, int], list[dict]]] = {
 BUILTIN_OPTION_WORDS = {
     "nccl-ring": "with the default options and with a second channel on the reversed ring (--full: also 1 channel of chunk 1, and align 2)",
     "nccl-tree": "with 2 channels (default) and 4 channels (--full: also 1 channel)",
-    "nccl-pat": "with every aggregation NCCL can use (1, 2, ... up to N/2)",
+    "nccl-pat": "with every aggregation the model accepts (1, 2, ... up to N/2), which includes every one NCCL 2.30 reaches",
 }
 
 
@@ -298,7 +435,7 @@ def _builtin_proof(algorithm: str, max_ranks: int, full: bool = False) -> Callab
                     schedule = generate(algorithm, collective, n, **options)
                     if algorithm == "ring-seed" and collective == "reduce_scatter" and n > 1:
                         steps.append(lambda s=schedule: _must_fail(schedules.prove_schedule(s)))
-                        schedule = schedules.declared_owner(schedule, ring_gen.OWNERS["ring-seed"])
+                        schedule = schedules.declared_owner(schedule, invariants.RING_SEED_OWNS.value)
                     steps.append(lambda s=schedule: schedules.prove_schedule(s))
         outcome = run_queries(steps)
         if outcome.ok:
@@ -313,7 +450,7 @@ def _must_fail(outcome: Outcome) -> Outcome:
     name = outcome.queries[0][0] if outcome.queries else "expected failure"
     if outcome.status == FAILED and outcome.counterexample:
         return Outcome(PROVED, queries=[(f"fails as it must: {name}", PROVED, outcome.queries[0][2] if outcome.queries else 0.0)])
-    return Outcome(FAILED, f"{name}: expected a counterexample (rank r owns chunk r + 1), got {outcome.status}", queries=outcome.queries)
+    return Outcome(FAILED, f"{name}: expected a counterexample (rank r owns chunk r + 1), got {outcome.status}", queries=outcome.queries, reason=outcome.reason or "no counterexample")
 
 
 def select(proofs: list[Proof], only: str | None) -> list[Proof]:
@@ -321,11 +458,16 @@ def select(proofs: list[Proof], only: str | None) -> list[Proof]:
     return [p for p in proofs if only is None or only in p.name]
 
 
-def run_proof(proof: Proof) -> ProofResult:
-    """Run one proof; a Z3 error is reported as a failure to prove."""
+def run_proof(proof: Proof, factor: float = 1.0) -> ProofResult:
+    """Run one proof, every solver check within ``factor`` times its
+    resource limit and held to its scope; a Z3 error is reported as a
+    failure to prove."""
     started = time.perf_counter()
-    try:
-        outcome = proof.run()
-    except z3.Z3Exception as error:
-        outcome = Outcome(UNKNOWN, f"Z3 error: {error}")
-    return ProofResult(proof.name, proof.scope, outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries)
+    row = Row(proof.name, proof.premises, max(1, int((proof.rlimit or rlimit_of(proof.name, False)) * factor)))
+    with within(row):
+        try:
+            outcome = proof.run()
+        except z3.Z3Exception as error:
+            outcome = Outcome(UNKNOWN, f"Z3 error: {error}", reason="Z3 error")
+    return ProofResult(proof.name, proof.scope, outcome.status, time.perf_counter() - started, outcome.message, outcome.counterexample, outcome.queries,
+                       proof.premises.to_json(), outcome.reason, row.rlimit, row.most_used)

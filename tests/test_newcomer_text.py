@@ -85,17 +85,18 @@ def test_mpich_without_its_prefix_stops_before_any_case(tmp_path):
 
 def test_verify_says_why_a_row_is_not_proved():
     from collspec.commands.verify import _prove_summary
+    from collspec.proofs.solver import COUNTEREXAMPLE, RESOURCE_LIMIT
     from collspec.proofs.suite import ProofResult
 
     rows = [ProofResult("ring.x", "all N>=2", "proved", 1.0),
-            ProofResult("binary-tree.broadcast-exactly-once", "all N<=65536", "unknown", 30.0, "step: Z3 returned unknown (timeout); not proved"),
-            ProofResult("ring.y", "N<=6", "FAILED", 1.0, "counterexample N=3")]
+            ProofResult("binary-tree.broadcast-exactly-once", "all N in 2..65536", "unknown", 30.0, "step: unknown", reason=RESOURCE_LIMIT, rlimit=4000000),
+            ProofResult("ring.y", "N<=6", "FAILED", 1.0, "counterexample N=3", reason=COUNTEREXAMPLE)]
     ok, detail = _prove_summary(rows)
     assert not ok
-    assert ("not proved: binary-tree.broadcast-exactly-once: unknown: step: Z3 returned unknown (timeout); not proved; Z3 did not decide a "
-            "query within its per-query limit, which a busy machine can cause; this is not a counterexample: rerun "
-            "'collspec prove --only binary-tree.broadcast-exactly-once' when the machine is less loaded") in detail
-    assert "not proved: ring.y: FAILED: counterexample N=3; the counterexample is a real bug" in detail
+    assert ("not proved: binary-tree.broadcast-exactly-once: unknown (resource limit reached); to do: Z3 ran out of resource units "
+            "(limit 4,000,000 per check), which is no verdict: rerun with a larger limit, "
+            "`collspec prove --only binary-tree.broadcast-exactly-once --rlimit-factor 10`") in detail
+    assert "not proved: ring.y: FAILED (counterexample); to do: the claim is false at the values shown" in detail
 
 
 def test_shm_vs_mpi_says_the_target_is_the_paired_ratio():
@@ -223,7 +224,8 @@ def test_the_command_line_page_is_the_parsers_help():
 def test_the_proofs_page_carries_scopes_premises_and_what_is_not_proved():
     essay = (ROOT / "docs" / "proofs.md").read_text()
     page = gen.proofs_page([{"name": "ring.x", "scope": "all N>=2", "result": "proved", "statement": "s"}], 1.0, essay)
-    for heading in ("**Proved for all N**", "**Not proved for all N", "**Premises (not proved here):**", "**Bounded:**"):
+    for heading in ("## Proved for all N", "**Not proved for all N", "## What stays a premise (not proved here)", "## Bounded rows",
+                    "## How the built schedule is tied to the proved function"):
         assert heading in page
     assert "## Every row of `collspec prove`" in page and "```{eval-rst}" in page
 

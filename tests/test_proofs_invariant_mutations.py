@@ -125,7 +125,7 @@ def test_every_builtin_collective_has_an_all_n_row():
     for algorithm in ISSUE_10:
         for collective in ALGORITHMS[algorithm]:
             assert rows[f"{algorithm}.{collective}-exactly-once"].startswith("all N"), (algorithm, collective)
-    assert rows["hierarchical-ring.allreduce-exactly-once"] == "all N>=2, all group sizes"
+    assert rows["hierarchical-ring.allreduce-exactly-once"] == "all N>=2, G in 1..65536, L in 1..65536, N = G L (G nodes of L ranks)"
 
 
 @pytest.mark.parametrize("name", ["ring.broadcast", "ring.reduce", "binary-tree.reduce", "binary-tree.broadcast", "hub.broadcast", "hub.reduce"])
@@ -145,15 +145,15 @@ def test_ring_seed_reduce_scatter_is_proved_only_against_its_declared_ownership(
     assert declared.status == PROVED and "rank r owns chunk r + 1" in declared.scope
 
 
-def test_readme_table_names_exactly_the_all_n_rows_with_their_scopes():
-    """README's "Proved for all N" table lists every -exactly-once row of
+def test_docs_table_names_exactly_the_all_n_rows_with_their_scopes():
+    """docs/proofs.md's "Proved for all N" table lists every -exactly-once row of
     the full suite, and no other, with the scope the suite gives it."""
     import itertools
     import re
     from pathlib import Path
 
-    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
-    table = text[text.index("**Proved for all N**"): text.index("Every `-exactly-once` row is one induction")]
+    text = Path(__file__).resolve().parents[1].joinpath("docs", "proofs.md").read_text()
+    table = text[text.index("## Proved for all N"): text.index("Every `-exactly-once` row is one induction")]
     listed = {}
     for line in table.splitlines():
         cells = line.split("|")
@@ -257,8 +257,6 @@ def _defaults_prove(algorithm, collective):
     return all(prove_schedule(generate(algorithm, collective, n)).status == PROVED for n in range(1, 7))
 
 
-@pytest.mark.xfail(strict=True, reason="proofs/suite.py's reversed-ring option set (count 5) fits one channel under NCCL 2.30's host split, "
-                   "so builtin.nccl-ring no longer runs a second channel; it needs parts=[3, 2] (nccl-ring's parts option)")
 def test_nccl_ring_ignoring_the_second_channels_ring_fails_its_bounded_row(monkeypatch):
     """Channel 1 forwards along the identity ring whatever ``rings`` says:
     invisible with the default (identity) rings, caught by the row's
@@ -323,8 +321,11 @@ def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeyp
 
 def test_one_loop_program_is_the_generators_schedule():
     """What the nccl-ring rows prove is the generator's schedule at 1
-    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step."""
+    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step:
+    built with the options the row's scope states."""
     import numpy as np
+
+    from collspec.proofs.suite import induction_scope
 
     from collspec.models.generators import nccl_ring
 
@@ -333,7 +334,9 @@ def test_one_loop_program_is_the_generators_schedule():
             for root in range(n) if collective in ("broadcast", "reduce") else [0]:
                 options = {"root": root} if collective in ("broadcast", "reduce") else {}
                 proved = nccl_ring.one_loop_program(collective, root).schedule(n)
-                built = generate("nccl-ring", collective, n, channels=1, chunk=1, count=nccl_ring.ONE_LOOP_COUNT[collective](n), **options)
+                fixed = induction_scope("nccl-ring", collective).fixed(n)  # the options the row's scope states
+                assert fixed == {"channels": 1, "chunk": 1, "count": nccl_ring.ONE_LOOP_COUNT[collective](n)}
+                built = generate("nccl-ring", collective, n, **fixed, **options)
                 assert (proved.chunks, len(proved.steps), proved.root) == (built.chunks, len(built.steps), built.root)
                 for a, b in zip(proved.steps, built.steps):
                     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
@@ -395,10 +398,10 @@ def test_nccl_ring_channels_row_is_full_only_and_proves_the_generators_two_chann
 
     assert CHANNELS_ROW not in {p.name for p in suite()}
     (proof,) = select(suite(full=True), CHANNELS_ROW)
-    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each)"
+    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each), N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"
     for n in range(1, 8):
         proved = nccl_ring.one_loop_program("allreduce", channels=2).schedule(n)
-        built = generate("nccl-ring", "allreduce", n, channels=2, chunk=1, parts=[n, n])  # NCCL's host gives such parts to a collective that shares a plan
+        built = generate("nccl-ring", "allreduce", n, **proof.premises.fixed(n))
         assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
         for a, b in zip(proved.steps, built.steps):
             assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))

@@ -53,17 +53,19 @@ def tree_1_mirrored_for_odd_n_from_17(x, n, tree):
 def test_rows_cover_one_and_two_channels_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-tree.allreduce-")}
     assert rows == {
-        "nccl-tree.allreduce-one-channel-exactly-once": "all N<=65536, 1 channel, chunk 1, count 2",
-        "nccl-tree.allreduce-two-channels-exactly-once": "all N<=65536, 2 channels, chunk 1, count 4",
+        "nccl-tree.allreduce-one-channel-exactly-once": "all N in 2..65536, 1 channel, chunk 1, count 2",
+        "nccl-tree.allreduce-two-channels-exactly-once": "all N in 2..65536, 2 channels, chunk 1, count 4",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-tree.allreduce-")]  # --full only
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
+    rows = {p.name: p for p in suite(full=True)}
     for name, options in nccl_tree_allreduce.OPTIONS.items():
         made = nccl_tree_allreduce.program(name)
         assert made.meta == options
         for n in (2, 3, 17):
+            assert rows[nccl_tree_allreduce.row(name)].premises.fixed(n) == options
             assert _plain(made.schedule(n)) == _plain(generate("nccl-tree", "allreduce", n, **options))
 
 

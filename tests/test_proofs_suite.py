@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import re
 
 import pytest
 import z3
 
 from collspec.proofs import ring
 from collspec.proofs.solver import FAILED, PROVED, UNKNOWN, Query, decide, prove_exists, run_queries
-from collspec.proofs.suite import ALL_N, CHANNELS_ROW, select, suite
+from collspec.proofs.suite import CHANNELS_ROW, select, suite
 from proof_results import result_of
 
 SUITE = suite()
@@ -23,16 +24,17 @@ def test_every_default_proof_holds(proof):
     assert result.ok, f"{result.name}: {result.message} {result.counterexample}"
     assert result.status == PROVED or result.name.endswith("two-ranks-agree")  # true by IEEE's definition: shown as trivial
     assert result.queries, "a proof that asked Z3 nothing proves nothing"
+    assert result.rlimit >= 4 * result.most_used, f"{result.name}: limit {result.rlimit} is under 4x the {result.most_used} units a check used: recalibrate RLIMITS"
 
 
 def test_suite_covers_every_ring_property_for_both_variants_for_all_n():
     names = {p.name: p.scope for p in SUITE}
     for variant in ("ring", "ring-seed"):
         for prop in ("same-index", "link-once", "links-busy", "forwarding", "contributors", "all-gather", "identical-bits", "traffic"):
-            assert names[f"{variant}.{prop}"] == ALL_N
-    assert names["lower-bound.ring"] == "N<=6"
+            assert names[f"{variant}.{prop}"] == ("all N>=2" if variant == "ring" else "all N>=2, rank r owns chunk r + 1 (declared)")
+    assert names["lower-bound.ring"] == "2<=N<=6"
     assert names["float16.ring-differs"] == "N=3" and names["bfloat16.ring-differs"] == "N=3"
-    assert all(scope.startswith("all N") or scope.startswith("N") for scope in names.values())
+    assert all(scope.startswith("all N") or re.match(r"(\d+<=)?N(<=|=)\d+", scope) for scope in names.values())
 
 
 def test_full_suite_raises_the_bounds_only():
@@ -41,7 +43,7 @@ def test_full_suite_raises_the_bounds_only():
 
     full_only = {CHANNELS_ROW} | {nccl_tree_allreduce.row(name) for name in nccl_tree_allreduce.OPTIONS}
     assert set(full) - full_only == {p.name for p in SUITE}  # the rows only --full runs (~5 s, ~15 s, ~150 s of CPU)
-    assert full["lower-bound.ring"] == "N<=8" and full["builtin.ring"] == "N<=16" and full["float16.ring-differs"] == "3<=N<=8"
+    assert full["lower-bound.ring"] == "2<=N<=8" and full["builtin.ring"] == "N<=16" and full["float16.ring-differs"] == "3<=N<=8"
 
 
 def test_contributor_induction_has_separate_base_and_step_queries():
@@ -82,12 +84,15 @@ def test_contradictory_premises_are_a_failure_not_a_pass():
     assert outcome.status == FAILED and "vacuously" in outcome.message
 
 
-def test_unknown_is_reported_as_unknown_and_stops_the_proof():
+def test_unknown_is_reported_as_unknown_unless_a_later_query_fails():
     x, y, z = z3.Ints("x y z")
     fermat = Query("no cubes add up", [x > 0, y > 0, z > 0], x * x * x + y * y * y != z * z * z)
-    outcome = run_queries([fermat, Query("never reached", [], z3.BoolVal(True))], timeout_ms=300)
+    outcome = run_queries([fermat, Query("never reached", [], z3.BoolVal(True))], rlimit=2000)
     assert outcome.status == UNKNOWN and not outcome.ok
-    assert [name for name, _, _ in outcome.queries] == ["no cubes add up"]
+    assert [name for name, _, _ in outcome.queries] == ["no cubes add up", "never reached"]  # a later counterexample would settle it
+    wrong = Query("x is 0", [x > 0], x == 0)
+    settled = run_queries([fermat, wrong], rlimit=2000)
+    assert settled.status == FAILED and settled.counterexample["x"] > 0
 
 
 def test_witness_search_proves_with_a_witness_and_fails_with_a_genuine_counterexample():

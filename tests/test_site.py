@@ -164,7 +164,7 @@ def test_built_site_has_no_history_no_en_dash_options_and_a_copyright():
     for page in ("cli.html", "install.html", "schedule-format.html", "backends.html", "gpu.html", "corpora.html"):
         assert (out / page).exists(), page
     proofs = html_text(out / "proofs.html")
-    assert "Premises (not proved here)" in proofs and "Every row of collspec prove" in proofs
+    assert "What stays a premise (not proved here)" in proofs and "Every row of collspec prove" in proofs
     violations = (out / "violations.html").read_text()
     assert 'class="flag"' in (out / "_images" / "zoo-ring4-duplicated-transfer-link-repeat.svg").read_text()
     assert "zoo-ring4-duplicated-transfer-link-repeat.svg" in violations

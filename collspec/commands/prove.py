@@ -1,8 +1,10 @@
 """Run the machine-checked proofs: one row per proof with its scope
-(`all N>=2`, `all N<=65536`, or `N<=K`), result and seconds. Exit 1, with the counterexample,
-when a proof fails or Z3 cannot decide it. `--schedule FILE...` instead proves
-that each schedule file computes its collective for all inputs (files,
-folders and globs, `--jobs N` at a time, the worst status wins)."""
+(`all N>=2`, `all N in 2..65536`, or `N<=K`, with the premises the row
+assumes), result and seconds. Exit 1 when a proof fails or Z3 cannot decide
+it within its resource limit; each such row says why (a counterexample,
+"unknown (resource limit reached)", ...) and what to do. `--schedule FILE...`
+instead proves that each schedule file computes its collective for all
+inputs (files, folders and globs, `--jobs N` at a time, the worst status wins)."""
 
 from __future__ import annotations
 
@@ -20,16 +22,30 @@ def configure(parser):
     parser.add_argument("--schedule", nargs="+", metavar="FILE", help="bounded proof that each schedule file computes its collective (files, folders, globs)")
     parser.add_argument("--full", action="store_true", help="heavier bounded proofs (larger N); minutes rather than seconds")
     add_limit_options(parser)
+    parser.add_argument("--rlimit-factor", type=_factor, default=1.0, metavar="K",
+                        help="multiply every row's Z3 resource limit by K (a row that ends 'unknown (resource limit reached)')")
     add_json_option(parser)
     batch.add_options(parser)
+
+
+def _factor(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"--rlimit-factor takes a number above 0 (at most 1e6), not {text!r}")
+    return value
 
 
 def run(args) -> int:
     from ..proofs import suite as proofs
     from ..proofs.solver import FAILED, TRIVIAL
 
-    if args.schedule and (args.only or args.list or args.full):
-        raise CollspecError("--schedule proves schedule files; give it without --only, --list or --full")
+    if args.schedule and (args.only or args.list or args.full or args.rlimit_factor != 1.0):
+        raise CollspecError("--schedule proves schedule files; give it without --only, --list, --full or --rlimit-factor")
     if args.schedule:
         return _prove_schedule(args)
     chosen = proofs.select(proofs.suite(full=args.full), args.only)
@@ -49,15 +65,15 @@ def run(args) -> int:
     scope_width = max(len(p.scope) for p in chosen)
     print(f"{'proof':<{width}}  {'scope':<{scope_width}}  {'result':<8}  seconds", file=out)
     for proof in chosen:
-        result = proofs.run_proof(proof)
+        result = proofs.run_proof(proof, args.rlimit_factor)
         results.append(result)
         print(f"{result.name:<{width}}  {result.scope:<{scope_width}}  {result.status:<8}  {result.seconds:7.2f}", file=out, flush=True)
         if not result.ok:
-            print(f"    {result.message}", file=out)
+            print(f"    {result.why}: {result.message}", file=out)
             if result.counterexample:
                 label = "counterexample" if result.status == FAILED else "undecided at"
                 print(f"    {label}: {_shown(result.counterexample)}", file=out)
-            print(f"    {what_to_do(result)}", file=out)
+            print(f"    to do: {result.advice}", file=out)
     seconds = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     trivial = [r for r in results if r.status == TRIVIAL]
@@ -65,21 +81,6 @@ def run(args) -> int:
     by_definition = f", {len(trivial)} true by definition (not counted)" if trivial else ""
     print(f"prove: {len(results)} proofs, {proved} proved{by_definition}, {len(failed)} not proved ({seconds:.1f} s)", file=out)
     return _emit(args, "collspec proofs" + (" --full" if args.full else ""), results, seconds)
-
-
-def why_not_proved(result) -> str:
-    """One line: why a proof row is not proved (a counterexample, or Z3 not
-    deciding a query) and what to do about it."""
-    return f"{result.name}: {result.status}: {' '.join(str(result.message).split())}; {what_to_do(result)}"
-
-
-def what_to_do(result) -> str:
-    from ..proofs.solver import FAILED
-
-    if result.status == FAILED:
-        return "the counterexample is a real bug in the algorithm or its invariant: fix that, then rerun 'collspec prove --only " + result.name + "'"
-    return ("Z3 did not decide a query within its per-query limit, which a busy machine can cause; this is not a counterexample: "
-            "rerun 'collspec prove --only " + result.name + "' when the machine is less loaded")
 
 
 def _prove_schedule(args) -> int:
@@ -170,8 +171,9 @@ def _violation(result):
 
     return Violation(
         "postcondition",
-        f"proof {result.name} ({result.scope}) {result.status}: {result.message}",
-        details={"proof": result.name, "scope": result.scope, "result": result.status, "counterexample": result.counterexample},
+        f"proof {result.name} ({result.scope}) {result.why}: {result.message}",
+        details={"proof": result.name, "scope": result.scope, "result": result.status, "reason": result.reason, "advice": result.advice,
+                 "counterexample": result.counterexample},
     )
 
 

@@ -125,15 +125,14 @@ def _prove() -> tuple[bool, str]:
 
 def _prove_summary(results) -> tuple[bool, str]:
     """(ok, detail) of the proof rows; each row not proved is named with why
-    (a counterexample or an undecided query) and what to do."""
-    from .prove import why_not_proved
-
+    (a counterexample, a resource limit) and what to do."""
     failed = [r for r in results if not r.ok]
     trivial = sum(r.status == "trivial" for r in results)
     proved = [r for r in results if r.status == "proved"]
     every_n = sum(r.scope.startswith("all N") for r in proved)
     detail = f"{len(proved)}/{len(results) - trivial} proved ({every_n} for all N, {len(proved) - every_n} bounded; {trivial} true by definition, not counted)"
-    return not failed, detail + "".join(f"; not proved: {why_not_proved(r)}" for r in failed[:5])
+    shown = "".join(f"; not proved: {r.name}: {r.why}; to do: {r.advice}" for r in failed[:5])
+    return not failed, detail + shown
 
 
 def _conform_gloo() -> tuple[bool, str]:
