@@ -299,7 +299,7 @@ def _by_case(query: Query, cases: list) -> list:
     split, before = [], []
     for label, condition in [*cases, ("otherwise", None)]:
         here = [*before] + ([condition] if condition is not None else [])
-        split.append(Query(f"{query.name} [{label}]", query.premises, query.claim, [*query.when, *here]))
+        split.append(Query(f"{query.name} [{label}]", query.premises, query.claim, query.when, [*query.case, *here]))
         if condition is not None:
             before.append(z3.Not(condition))
     return split

@@ -207,13 +207,13 @@ def invariant(name: str) -> Invariant:
 
         return witness(n, s, r, c, below)
 
-    def cases(params, s):
+    def cases(params, s, n):
         """One query per channel (and per parity of N on tree 1): the
-        induction's cell and rank count are the variables ``c`` and ``N``
-        of :func:`collspec.proofs.induction.queries`, named here."""
+        induction's cell is the variable ``c`` of
+        :func:`collspec.proofs.induction.queries`, named here."""
         if channels == 1:
             return []
-        c, n = (z3.BitVec(v, s.size()) for v in ("c", "N"))
+        c = z3.BitVec("c", s.size())
         split = []
         for h in range(channels - 1):
             split.append((f"channel {h}", c < (h + 1) * per))

@@ -67,12 +67,20 @@ class Query:
     the claim holds because the situation never arises: the query is
     proved (one check of premises, ``when`` and the negated claim settles
     both cases; a separate "does it arise" check cost a solver call per
-    query, most of them satisfiable and slow to find a model for)."""
+    query, most of them satisfiable and slow to find a model for).
+
+    ``case`` is one case of an exhaustive case split
+    (:func:`collspec.proofs.induction.queries` with an invariant's
+    ``cases``: case i is its condition and none before it, the last case
+    none of them): it is added like ``when``, but the cases together cover
+    the scope, so a case condition over scope variables (``N`` even) is not
+    a premise that narrows it."""
 
     name: str
     premises: Sequence[z3.BoolRef]
     claim: z3.BoolRef
     when: Sequence[z3.BoolRef] = ()
+    case: Sequence[z3.BoolRef] = ()
 
 
 @dataclass
@@ -240,12 +248,12 @@ def decide(query: Query, rlimit: int | None = None) -> Outcome:
         return done(FAILED, f"{query.name}: the premises contradict each other, so the claim would hold vacuously", reason=VACUOUS)
     if first == z3.unknown:
         return unknown(solver, "deciding whether the premises can hold")
-    answer, solver = ask(*query.when, z3.Not(query.claim))
+    answer, solver = ask(*query.when, *query.case, z3.Not(query.claim))
     if answer == z3.unsat:
         return done(PROVED)
     if answer == z3.unknown:
         for sample in SAMPLES:  # a counterexample at a point of the scope is as good as any
-            pinned, at = ask(*query.when, z3.Not(query.claim), *_pins(query, sample))
+            pinned, at = ask(*query.when, *query.case, z3.Not(query.claim), *_pins(query, sample))
             if pinned == z3.sat:
                 solver = at
                 break
