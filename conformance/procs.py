@@ -48,17 +48,23 @@ def tagged(run_id: str | None) -> list[int]:
     return found
 
 
-def table() -> dict[int, tuple[int, int]]:
-    """{pid: (parent pid, session id)} of every live process (zombies left out)."""
-    found = {}
+def _stats():
+    """(pid, the fields of /proc/PID/stat after the command name: state,
+    parent pid, process group, session, ...) of every process still listed."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
+                yield entry, handle.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
+
+
+def table() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, session id)} of every live process (zombies left out)."""
+    found = {}
+    for entry, fields in _stats():
         if fields[0] not in (b"Z", b"X"):  # state, then ppid, pgrp, session
             found[int(entry)] = (int(fields[1]), int(fields[3]))
     return found
@@ -206,15 +212,8 @@ class Run:
 
 def _reap_zombies(parent: int, keep: set[int]) -> None:
     """Reap this process's zombie children other than ``keep`` (those have their own waiters)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in keep:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] == b"Z" and int(fields[1]) == parent:
+    for entry, fields in _stats():
+        if int(entry) not in keep and fields[0] == b"Z" and int(fields[1]) == parent:
             _reap([int(entry)])
 
 

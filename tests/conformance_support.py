@@ -77,3 +77,15 @@ def left_behind(before: set[str], patience: float = 10.0) -> list[str]:
 def session_members(session: int) -> list[int]:
     """Live processes in session ``session``."""
     return sorted(pid for pid, (_, sid) in table().items() if sid == session)
+
+
+def helper_alive(pid: int) -> bool:
+    """Whether ``pid`` is still a zoo backend's sleeping helper (not a zombie, not a reused id)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"time.sleep(600)" in handle.read()
+    except (OSError, IndexError):
+        return False

@@ -21,22 +21,10 @@ import pytest
 
 import private_shm
 from collspec.conformance import mpi_libs
-from conformance_support import ZOO, leftover_processes, left_behind, session_members, shared_entries
+from conformance_support import ZOO, helper_alive, leftover_processes, left_behind, session_members, shared_entries
 
 pytestmark = pytest.mark.slow
 PRIVATE = private_shm.available()
-
-
-def helper_alive(pid: int) -> bool:
-    """Whether ``pid`` is still a zoo backend's sleeping helper (not a zombie, not a reused id)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                return False
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return b"time.sleep(600)" in handle.read()
-    except (OSError, IndexError):
-        return False
 
 
 def installed(library: str):

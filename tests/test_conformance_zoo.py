@@ -11,7 +11,7 @@ import pytest
 
 from collspec.conformance import runner
 from collspec.conformance.conform import conform
-from conformance_support import ZOO, by_kind, leftover_processes
+from conformance_support import ZOO, by_kind, helper_alive, leftover_processes
 
 pytestmark = pytest.mark.slow
 
@@ -196,21 +196,9 @@ def test_each_rank_that_raised_is_reported_with_its_own_error():
                                  "elements is not 16-byte aligned; rank(s) 1 raised ConnectionError: rank 1: link to rank 0 is down")
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is still a zoo backend's sleeping helper (not a zombie, not a reused id)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                return False
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return b"time.sleep(600)" in handle.read()
-    except (OSError, IndexError):
-        return False
-
-
 def test_a_helper_that_scrubbed_its_environment_and_left_the_session_does_not_outlive_the_run(tmp_path, monkeypatch):
     monkeypatch.setenv("COLLSPEC_ZOO_PIDS", str(tmp_path))
     result = run2("escapes_session.py:EscapesSession")
     assert [o.status for o in result.outcomes] == ["pass", "pass"]
     helpers = [int((tmp_path / f"helper.{rank}").read_text()) for rank in (0, 1)]
-    assert [pid for pid in helpers if alive(pid)] == []
+    assert [pid for pid in helpers if helper_alive(pid)] == []
