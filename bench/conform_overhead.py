@@ -130,23 +130,8 @@ def main() -> int:
         bare_runs.append(bare())
         harness_runs.append(harness())
         print(f"round {round_ + 1}: bare {bare_runs[-1]:.3f} GB/s, harness {harness_runs[-1]:.3f} GB/s", flush=True)
-    ratio = statistics.median(harness_runs) / statistics.median(bare_runs)
-    result = {
-        "benchmark": "conform_overhead",
-        "what": "busbw of gloo all_reduce, 16 MiB float32, 4 ranks: collspec bench vs a bare torch.distributed loop",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
-        "bare_busbw_GBps": bare_runs,
-        "harness_busbw_GBps": harness_runs,
-        "median_bare": statistics.median(bare_runs),
-        "median_harness": statistics.median(harness_runs),
-        "ratio": ratio,
-        "target": 0.95,
-    }
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "conform_overhead.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
-    print(f"median busbw: bare {result['median_bare']:.3f} GB/s, harness {result['median_harness']:.3f} GB/s, ratio {ratio:.3f} (target >= 0.95)")
-    return 0 if ratio >= 0.95 else 1
+    return _report("conform_overhead", "busbw of gloo all_reduce, 16 MiB float32, 4 ranks: collspec bench vs a bare torch.distributed loop",
+                   bare_runs, harness_runs)
 
 
 def main_two_nodes(rounds: int) -> int:
@@ -166,15 +151,24 @@ def main_two_nodes(rounds: int) -> int:
             harness_runs.append(harness_two_nodes(nodes, out, f"harness{round_}"))
             print(f"round {round_ + 1}: bare {bare_runs[-1]:.3f} GB/s, harness {harness_runs[-1]:.3f} GB/s", flush=True)
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return _report("conform_overhead_two_nodes",
+                   "busbw of gloo all_reduce, 16 MiB float32, 4 ranks on two network-namespace nodes (veth), torchrun c10d: "
+                   "collspec bench --launcher external vs a bare torch.distributed loop",
+                   bare_runs, harness_runs,
+                   load_average_at_end=os.getloadavg(),
+                   cpu_seconds=round(used.ru_utime + used.ru_stime - began.ru_utime - began.ru_stime, 1),
+                   wall_seconds=round(time.monotonic() - wall, 1))
+
+
+def _report(name: str, what: str, bare_runs: list[float], harness_runs: list[float], **extra) -> int:
+    """Write bench/results/NAME.json and print the medians; 0 when the
+    harness keeps at least 95% of the bare loop's median busbw."""
     ratio = statistics.median(harness_runs) / statistics.median(bare_runs)
     result = {
-        "benchmark": "conform_overhead_two_nodes",
-        "what": "busbw of gloo all_reduce, 16 MiB float32, 4 ranks on two network-namespace nodes (veth), torchrun c10d: "
-                "collspec bench --launcher external vs a bare torch.distributed loop",
+        "benchmark": name,
+        "what": what,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
-        "load_average_at_end": os.getloadavg(),
-        "cpu_seconds": round(used.ru_utime + used.ru_stime - began.ru_utime - began.ru_stime, 1),
-        "wall_seconds": round(time.monotonic() - wall, 1),
+        **extra,
         "bare_busbw_GBps": bare_runs,
         "harness_busbw_GBps": harness_runs,
         "median_bare": statistics.median(bare_runs),
@@ -183,7 +177,7 @@ def main_two_nodes(rounds: int) -> int:
         "target": 0.95,
     }
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "conform_overhead_two_nodes.json"), "w") as handle:
+    with open(os.path.join(ROOT, "bench", "results", f"{name}.json"), "w") as handle:
         json.dump(result, handle, indent=2)
     print(f"median busbw: bare {result['median_bare']:.3f} GB/s, harness {result['median_harness']:.3f} GB/s, "
           f"ratio {ratio:.3f} (target >= 0.95); load average {os.getloadavg()[0]:.1f}")
