@@ -419,8 +419,19 @@ def _options(algorithm: str, collective: str, full: bool, n: int) -> list[dict]:
         return [{}]
     made = BUILTIN_OPTIONS[algorithm](full, n)
     if collective in ("reduce_scatter", "allgather"):
-        made = [{**o, "count": min(o["count"], 3)} if "count" in o else o for o in made]
+        made = [_capped(o, 3) if "count" in o else o for o in made]
     return made
+
+
+def _capped(options: dict, most: int) -> dict:
+    """``options`` with the count per rank at most ``most``; given parts are
+    cut again over as many channels, the first ones one element more."""
+    count = min(options["count"], most)
+    out = {**options, "count": count}
+    if "parts" in options:
+        k = len(options["parts"])
+        out["parts"] = [count // k + (i < count % k) for i in range(k)]
+    return out
 
 
 def _builtin_proof(algorithm: str, max_ranks: int, full: bool = False) -> Callable[[], Outcome]:
