@@ -120,7 +120,9 @@ def test_front_page_lists_the_notes_present():
 
 
 #: words of a project's history, not of its product (issues, sessions, records, the machine a text was written on)
-HISTORY = re.compile(r"\bissues? \d+|\bissue's\b|\(issue|\bsessions?\b|earlier record|this machine|closing note|during the tuning|"
+#: words that speak of how the product was made; "session" is history unless it is a process's
+#: session id or a launcher's session directories (docs/runs.md)
+HISTORY = re.compile(r"\bissues? \d+|\bissue's\b|\(issue|\bsessions?\b(?! id)(?! directories)|earlier record|this machine|closing note|during the tuning|"
                      r"re-read for this page|no zoo file|this (?:shared )?VM|written when", re.I)
 
 
