@@ -2,7 +2,8 @@
 
 ``python tests/private_shm.py KEEP CMD...`` runs CMD in a mount namespace of its
 own where /dev/shm and /tmp are fresh, empty tmpfs mounts (the folder KEEP,
-under /tmp, stays visible at its own path, for the test's files). It forwards
+under /tmp, stays visible at its own path, for the test's files, and so does
+this checkout with its environment when it lies under /tmp). It forwards
 SIGTERM, SIGHUP and SIGINT to CMD, waits for it, and prints one last line on
 stderr: ``PRIVATE_SHM {"code": ..., "pid": ..., "left": [...]}`` with CMD's exit status, its process id and
 every entry left in /dev/shm and /tmp (``tmp/NAME``) but KEEP's. So a test
@@ -21,6 +22,8 @@ import subprocess
 import sys
 
 MARK = "PRIVATE_SHM "
+#: the checkout (and its .venv): kept visible when it lies under /tmp
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _unshare() -> list[str]:
@@ -46,6 +49,10 @@ def _mount(source: str, target: str, kind: str | None, flags: int, data: str | N
         raise OSError(ctypes.get_errno(), f"mount {source} on {target}")
 
 
+def _under_tmp(path: str) -> bool:
+    return os.path.realpath(path).startswith("/tmp" + os.sep)
+
+
 def _same_namespace_as_parent() -> bool:
     try:
         return os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt")
@@ -57,18 +64,20 @@ def _inside(keep: str, argv: list[str]) -> int:
     # never on the machine's own /dev/shm and /tmp: only in a mount namespace of its own
     if os.environ.get("COLLSPEC_PRIVATE_SHM") != "1" or _same_namespace_as_parent():
         raise SystemExit("private_shm: run me through command(), in a mount namespace of my own")
-    held = os.open(keep, os.O_RDONLY | os.O_DIRECTORY)
+    kept = [keep] + [path for path in (CHECKOUT, sys.prefix) if _under_tmp(path)]
+    held = [(path, os.open(path, os.O_RDONLY | os.O_DIRECTORY)) for path in kept]
     for target in ("/dev/shm", "/tmp"):
         _mount("tmpfs", target, "tmpfs", 0, "mode=1777")
-    os.makedirs(keep)
-    _mount(f"/proc/self/fd/{held}", keep, None, 4096, None)  # MS_BIND: the test's folder, as it was
-    os.close(held)
+    for path, handle in held:
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{handle}", path, None, 4096, None)  # MS_BIND: the folder, as it was
+        os.close(handle)
     child = subprocess.Popen(argv, start_new_session=True)
     for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(number, lambda received, _frame: child.send_signal(received))
     code = child.wait()
-    top = os.path.relpath(keep, "/tmp").split(os.sep)[0]
-    left = sorted(os.listdir("/dev/shm")) + [f"tmp/{name}" for name in sorted(os.listdir("/tmp")) if name != top]
+    tops = {os.path.relpath(path, "/tmp").split(os.sep)[0] for path in kept}
+    left = sorted(os.listdir("/dev/shm")) + [f"tmp/{name}" for name in sorted(os.listdir("/tmp")) if name not in tops]
     print(MARK + json.dumps({"code": code, "pid": child.pid, "left": left}), file=sys.stderr, flush=True)
     return 0
 
