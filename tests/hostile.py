@@ -141,26 +141,9 @@ def plan_reduce_chunks(chunks: int = 1 << 20) -> bytes:
 
 def plan_sendrecv() -> bytes:
     """Two GPUs swap i[0] into each other's o[0], out of place (no postcondition)."""
-    def gpu(rank: int) -> dict:
-        peer = 1 - rank
-        return {
-            "id": rank, "input_chunks": 1, "output_chunks": 1, "scratch_chunks": 0,
-            "channels": [{"channel_type": "memory", "connected_to": [peer]}],
-            "remote_buffers": [{"rank": peer, "type": "o", "access_channel_types": ["memory"]}],
-            "semaphores": [],
-            "threadblocks": [{
-                "id": 0,
-                "channels": [{"channel_type": "memory", "channel_ids": [0]}],
-                "remote_buffer_refs": [{"access_channel_type": "memory", "remote_buffer_ids": [0]}],
-                "ops": [
-                    {"name": "put", "src_buff": [{"type": "i", "index": 0, "size": 1}], "dst_buff": [{"buffer_id": 0, "index": 0, "size": 1}], "channel_type": "memory"},
-                    {"name": "nop"},
-                    {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
-                    {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
-                ],
-            }],
-        }
-    return json.dumps({"name": "swap", "collective": "sendrecv", "protocol": "Simple", "inplace": False, "gpus": [gpu(0), gpu(1)]}).encode()
+    from sendrecv_plan import PLAN
+
+    return json.dumps(PLAN).encode()
 
 
 @dataclass(frozen=True)

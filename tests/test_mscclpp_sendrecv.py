@@ -14,34 +14,9 @@ import pytest
 
 from collspec.cli import main
 from collspec.models.mscclpp import PlanFormatError, loads, verify
+from sendrecv_plan import PLAN
 
 RACE = "at least one of them writing, and nothing orders them"
-
-
-def gpu(rank: int) -> dict:
-    peer = 1 - rank
-    return {
-        "id": rank, "input_chunks": 1, "output_chunks": 2, "scratch_chunks": 0,
-        "channels": [{"channel_type": "memory", "connected_to": [peer]}],
-        "remote_buffers": [{"rank": peer, "type": "o", "access_channel_types": ["memory"]}],
-        "semaphores": [],
-        "threadblocks": [{
-            "id": 0,
-            "channels": [{"channel_type": "memory", "channel_ids": [0]}],
-            "remote_buffer_refs": [{"access_channel_type": "memory", "remote_buffer_ids": [0]}],
-            "ops": [
-                {"name": "put", "src_buff": [{"type": "i", "index": 0, "size": 1}], "dst_buff": [{"buffer_id": 0, "index": 0, "size": 1}], "channel_type": "memory"},
-                {"name": "nop"},
-                {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
-                {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
-                {"name": "nop"},
-                {"name": "copy", "src_buff": [{"type": "o", "index": 0, "size": 1}], "dst_buff": [{"type": "o", "index": 1, "size": 1}]},
-            ],
-        }],
-    }
-
-
-PLAN = {"name": "swap", "collective": "sendrecv", "protocol": "Simple", "inplace": False, "gpus": [gpu(0), gpu(1)]}
 
 
 def without(rank: int, op: int) -> str:
