@@ -355,6 +355,48 @@ def test_pat_aggregation_and_post_frequency_are_nccls(args, expected):
     assert (int(nccl_pat.nccl_aggregation(n, post)), post) == expected
 
 
+#: (collective, N, count, dtype) -> PAT's chunk in elements, from calcCollChunking (src/enqueue.cc,
+#: NCCL 2.30.7): 512 KiB (one Simple step, 4 MiB / NCCL_STEPS), halved while above 64 KiB and
+#: chunk x 1 channel x 16 (reduce-scatter) or 32 (all-gather) > N x count x sizeof(T); over sizeof(T)
+PAT_CHUNK = [
+    (("reduce_scatter", 8, 2, "float32"), 16384),  # 64 B: the 64 KiB floor
+    (("reduce_scatter", 8, 65535, "float32"), 16384),  # 2 MiB - 32 B: 128 KiB x 16 > bytes
+    (("reduce_scatter", 8, 65536, "float32"), 32768),  # 2 MiB: 128 KiB
+    (("reduce_scatter", 16, 131072, "float16"), 131072),  # 4 MiB: 256 KiB of 2-byte elements
+    (("reduce_scatter", 64, 32768, "float32"), 131072),  # 8 MiB: 512 KiB
+    (("reduce_scatter", 64, 1 << 18, "float64"), 65536),  # 128 MiB: never above 512 KiB
+    (("reduce_scatter", 4096, 1, "int8"), 65536),
+    (("allgather", 8, 65536, "float32"), 16384),  # 2 MiB: all-gather halves while chunk x 32 > bytes
+    (("allgather", 32, 65536, "float32"), 65536),  # 8 MiB: 256 KiB
+    (("allgather", 64, 65536, "float64"), 65536),  # 32 MiB: 512 KiB of 8-byte elements
+    (("allgather", 128, 16384, "bfloat16"), 65536),  # 4 MiB: 128 KiB
+]
+
+
+@pytest.mark.parametrize("args, expected", PAT_CHUNK)
+def test_pat_chunk_is_nccls_for_the_bytes(args, expected):
+    from collspec.models.generators import nccl_host
+
+    collective, n, count, dtype = args
+    assert int(nccl_host.pat_chunk_elements(collective, n, count, nccl_host.element_size(dtype))) == expected
+    made = nccl_pat.pat_program(collective, count=count, dtype=dtype)
+    assert f"chunk {expected}, {count} elements per rank" in made.describe(n)
+
+
+def test_pat_default_chunk_sets_post_frequency_and_loops():
+    # 4 ranks, 65536 float32 a rank (1 MiB): the 64 KiB chunk (16384 elements) is 4 loops, postFreq 1
+    # (the chunk holds less than twice a rank's data), aggregation 2 (N/2)
+    made = nccl_pat.pat_program("reduce_scatter", count=65536)
+    assert int(made.steps(4)) == 4 * int(nccl_pat.steps_per_loop(4, 2, 1)) and "aggregation 2, postFreq 1, chunk 16384" in made.describe(4)
+    # the defaults (count 2): the chunk holds every block many times over, so postFreq is the most
+    # aggregation, one message a step; an explicit chunk still overrides (chunk 2: postFreq 1)
+    assert "aggregation 32, postFreq 32, chunk 16384" in nccl_pat.pat_program("allgather").describe(64)
+    assert "aggregation 8, postFreq 1, chunk 2" in nccl_pat.pat_program("allgather", chunk=2).describe(64)
+    # the element size: 8-byte elements halve the chunk in elements (int8's is 65536)
+    assert "chunk 8192" in nccl_pat.pat_program("reduce_scatter", dtype="float64").describe(8)
+    assert "chunk 65536" in nccl_pat.pat_program("reduce_scatter", dtype="int8").describe(8)
+
+
 def test_pat_messages_carry_post_frequency_blocks():
     # N = 64, count 1, chunk 1: postFreq 1, so every block is its own message: 64 x 63
     s = generate("nccl-pat", "reduce_scatter", 64, count=1, chunk=1)
@@ -372,6 +414,7 @@ def test_pat_messages_carry_post_frequency_blocks():
         ({"aggregation": 3}, "nccl-pat: option aggregation must be a power of two, got 3"),
         ({"aggregation": 8}, "nccl-pat: option aggregation must be at most 4 for 8 ranks (NCCL stops doubling it at N/2), got 8"),
         ({"chunk": 0}, "nccl-pat: option chunk must be an integer from 1 to 262144, got 0"),
+        ({"dtype": "float8"}, "nccl-pat: option dtype must be one of int8, uint8, int32, int64, float16, bfloat16, float32, float64, got 'float8'"),
     ],
 )
 def test_pat_bad_options_name_the_option(options, message):
@@ -524,7 +567,7 @@ def test_cli_bad_options_exit_2_naming_the_option():
         (["-a", "nccl-ring", "-n", "65536"], "nccl-ring: --ranks 65536 is beyond what is enumerated here (206155284480 (step, rank, slot) "
                                              "points, at most 2147483648); use fewer ranks or smaller options"),
         (["-a", "nccl-pat", "-c", "reduce_scatter", "-n", "65536"],
-         "nccl-pat: ranks 65536 with count 2 and chunk 2 is beyond what is enumerated (8589803520 transfers, 131072 slots a step; "
+         "nccl-pat: ranks 65536 with count 2 and chunk 16384 is beyond what is enumerated (8589803520 transfers, 1073741824 slots a step; "
          "at most 33554432 and 16777216): use fewer ranks, a smaller count or chunk"),
     ]
     for args, message in cases:

@@ -25,6 +25,16 @@ file and function):
   to the protocol's grain (512 bytes Simple, 16 LL, 1920 LL128). Default
   buffers (``computeBuffSizes``, ``src/init.cc``): 4 MiB Simple, 512 KiB LL,
   4,800 KiB LL128.
+- **PAT chunk size** (``calcCollChunking`` again; PAT runs Simple only).
+  PAT's chunk steps are 1, so it starts from one Simple step (4 MiB / 8 =
+  512 KiB) and halves it while it is above 64 KiB and ``chunk x nChannels x
+  32`` (all-gather) or ``x 16`` (reduce-scatter) exceeds the bytes. The
+  host calls it once per channel part (``nChannels`` = 1) with the bytes
+  ``N x part x sizeof(T)`` (``ncclFuncMaxSendRecvCount``: the part is per
+  rank), so only the channel's part and N enter; the kernel's chunkCount is
+  the chunk over sizeof(T) (``ncclCollCbdPart``: grains of 512 bytes).
+  All-gather moves bytes, which changes neither the bytes nor the chunk's
+  ratio to the part.
 
 >>> channel_split("allreduce", 4, 10_000, 4, "simple", 4)
 [4096, 4096, 1808]
@@ -32,6 +42,10 @@ file and function):
 [1000]
 >>> chunk_elements("allreduce", 4, "simple"), chunk_elements("allreduce", 4, "ll"), chunk_elements("allreduce", 4, "ll128")
 (524288, 8192, 144000)
+>>> [int(pat_chunk_elements("reduce_scatter", n, 65536, 4)) for n in (2, 4, 8, 16, 32)]
+[16384, 16384, 32768, 65536, 131072]
+>>> [int(pat_chunk_elements("allgather", n, 65536, 4)) for n in (2, 4, 8, 16, 32)]
+[16384, 16384, 16384, 32768, 65536]
 """
 
 from __future__ import annotations
@@ -151,6 +165,54 @@ def chunk_bytes(collective: str, protocol: str) -> int:
 def chunk_elements(collective: str, itemsize: int, protocol: str) -> int:
     """The ring's chunkCount in elements of ``itemsize`` bytes."""
     return chunk_bytes(collective, protocol) // itemsize
+
+
+#: PAT's chunk (``calcCollChunking``): one Simple step, halved down to at most the floor
+PAT_START, PAT_FLOOR = PROTOCOLS["simple"][2] // STEPS, 64 << 10
+#: the factor of the halving test: chunk x nChannels x factor > bytes
+PAT_FACTOR = {"allgather": 32, "reduce_scatter": 16}
+
+
+def pat_chunk_choices(collective: str, count: int, itemsize: int, limit: int = 1 << ix.RANK_BITS) -> list[tuple[int, int]]:
+    """PAT's chunk as a table over N: ``[(least N, chunk bytes), ...]``,
+    largest chunk first, the last entry ``(0, 64 KiB)``; the chunk for N
+    ranks is the first entry whose least N is at most N. An entry whose
+    least N is ``limit`` or more (ranks the functions never take) is left
+    out. ``count`` is the channel's elements per rank."""
+    factor = PAT_FACTOR[collective]
+    choices = []
+    chunk = PAT_START
+    while chunk > PAT_FLOOR:
+        if count > 0:  # halving stops where chunk x factor <= N x count x itemsize
+            least = _up_int(chunk * factor, count * itemsize)
+            if least < limit:
+                choices.append((least, chunk))
+        chunk //= 2
+    return choices + [(0, PAT_FLOOR)]
+
+
+def _up_int(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def select(n, table):
+    """The value of the first ``(least N, value)`` entry with least N <= n
+    (the last entry's least N is 0): ints for an int n, a term for a Z3 n."""
+    value = table[-1][1]
+    for least, choice in reversed(table[:-1]):
+        value = ix.where(n >= least, choice, value)
+    return value
+
+
+def pat_chunk_bytes(collective: str, n, count: int, itemsize: int):
+    """PAT's chunk in bytes for N ranks and a channel part of ``count``
+    elements of ``itemsize`` bytes per rank (see the module text)."""
+    return select(n, pat_chunk_choices(collective, count, itemsize))
+
+
+def pat_chunk_elements(collective: str, n, count: int, itemsize: int):
+    """PAT's chunkCount in elements of ``itemsize`` bytes."""
+    return select(n, [(least, chunk // itemsize) for least, chunk in pat_chunk_choices(collective, count, itemsize)])
 
 
 def align_elements(collective: str, itemsize: int) -> int:

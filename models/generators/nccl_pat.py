@@ -37,7 +37,10 @@ then the steps ``as`` in ``nextAs()`` order (:func:`next_as`), not the
 reduce-scatter's order reversed.
 
 Blocks are ``count`` elements, walked in loops of ``chunk`` elements (the
-last one short); a loop runs all the steps.
+last one short); a loop runs all the steps. ``chunk`` defaults to NCCL's
+PAT chunk for the bytes (:func:`.nccl_host.pat_chunk_elements`: 64 KiB to
+512 KiB over the element size of ``dtype``, default float32), so it
+depends on N; ``count`` is one channel's elements per rank.
 
 >>> s = generate_pat("reduce_scatter", 8, aggregation=1, count=1)
 >>> len(s.steps), [(int(a), int(b), int(c)) for a, b, c in zip(s.steps[0].src, s.steps[0].dst, s.steps[0].src_chunk)][:2]
@@ -52,6 +55,7 @@ from .. import indexing as ix
 from ..layout import ScheduleError
 from ..program import BITVEC, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
+from . import nccl_host as host
 from .nccl_ring import _integer, most_per_link
 
 ALGORITHM = "nccl-pat"
@@ -59,7 +63,7 @@ MAX_CELLS = 1 << 18
 #: at most this many (rank, slot) points in one step and transfers in all (4096 ranks, count 1, fit)
 MAX_SLOTS = 1 << 24
 MAX_TRANSFERS = 1 << 25
-DEFAULTS = {"chunk": 2, "count": 2}
+DEFAULTS = {"count": 2}
 
 
 def _nonzero(x):
@@ -76,13 +80,24 @@ def max_aggregation(n):
     return pow2_above(_nonzero(ix.floordiv(n, 2)))
 
 
+def chunk_fits(chunk: int, count: int) -> int:
+    """The largest power of two <= chunk / count (at least 1), at most
+    2**16 (above every aggregation of fewer than 2**17 ranks): where the
+    constructors' doubling of postFreq ends if N does not stop it."""
+    fits = max(1, chunk // max(count, 1))  # doubling while A <= chunk / (2 count) ends at the largest power of two <= chunk / count
+    return min(1 << (fits.bit_length() - 1), 1 << (ix.RANK_BITS - 1))
+
+
+def _capped(n, fits):
+    most = max_aggregation(n)
+    return ix.where(fits < most, fits, most)
+
+
 def post_frequency(n, chunk, count):
     """postFreq: the aggregation NCCL 2.30's PAT constructors reach before the
     NCCL_STEPS loop, doubling from 1 while a chunk holds at least twice the
     aggregated channel data (``chunk // (count * A) >= 2``) and below N / 2."""
-    fits = max(1, chunk // max(count, 1))  # doubling while A <= chunk / (2 count) ends at the largest power of two <= chunk / count
-    largest = 1 << (fits.bit_length() - 1)
-    return ix.where(largest < max_aggregation(n), largest, max_aggregation(n))
+    return _capped(n, chunk_fits(chunk, count))
 
 
 def nccl_aggregation(n, post):
@@ -190,9 +205,14 @@ def hop(n, t, e, aggregation, post, reduce):
     return s, b, ix.both(e < per, s < n)
 
 
-def _options(aggregation, post, chunk, count):
-    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS, ALGORITHM)
+def _options(aggregation, post, chunk, count, dtype):
+    if chunk is not None:
+        chunk = _integer("chunk", chunk, 1, MAX_CELLS, ALGORITHM)
     count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
+    try:
+        itemsize = host.element_size(host.DEFAULT_DTYPE if dtype is None else dtype)
+    except ScheduleError as error:
+        raise ScheduleError(f"{ALGORITHM}: {error}") from None
     for name, value in (("aggregation", aggregation), ("post", post)):
         if value is not None:
             value = _integer(name, value, 1, 1 << 16, ALGORITHM)
@@ -200,18 +220,33 @@ def _options(aggregation, post, chunk, count):
                 raise ScheduleError(f"{ALGORITHM}: option {name} must be a power of two, got {value}")
     if aggregation is not None and post is not None and post > aggregation:
         raise ScheduleError(f"{ALGORITHM}: option post ({post}) must be at most aggregation ({aggregation})")
-    return aggregation, post, chunk, count
+    return aggregation, post, chunk, count, itemsize
 
 
-def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=None) -> Program:
+def chunk_table(collective: str, chunk, count: int, itemsize: int) -> list[tuple[int, int]]:
+    """The chunk in elements as a table over N (:func:`.nccl_host.select`):
+    the one entry ``(0, chunk)`` for a given chunk, else NCCL's PAT chunk."""
+    if chunk is not None:
+        return [(0, chunk)]
+    return [(least, size // itemsize) for least, size in host.pat_chunk_choices(collective, count, itemsize)]
+
+
+def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=None, dtype=None) -> Program:
     """The transfer function of ``collective`` (see the module text)."""
-    aggregation, post, chunk, count = _options(aggregation, post, chunk, count)
+    aggregation, post, given, count, itemsize = _options(aggregation, post, chunk, count, dtype)
     reduce = collective == "reduce_scatter"
-    loops = -(-count // chunk)
-    cw = max(1, min(chunk, count))  # slots per block of a message: the elements of a chunk that exist
+    table = chunk_table(collective, given, count, itemsize)
+
+    def by_chunk(value):  # a function of the chunk, as a function of N (one entry: a constant)
+        return lambda n: host.select(n, [(least, value(c)) for least, c in table])
+
+    chunk_of = by_chunk(lambda c: c)
+    loops = by_chunk(lambda c: -(-count // c))
+    cw = by_chunk(lambda c: max(1, min(c, count)))  # slots per block of a message: the elements of a chunk that exist
+    fits = by_chunk(lambda c: chunk_fits(c, count))
 
     def pf(n):
-        derived = post_frequency(n, chunk, count)
+        derived = _capped(n, fits(n))
         if post is not None:
             return post
         return derived if aggregation is None else ix.where(derived < aggregation, derived, aggregation)
@@ -220,15 +255,15 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         return nccl_aggregation(n, pf(n)) if aggregation is None else aggregation
 
     def steps(n):
-        return loops * steps_per_loop(n, agg(n), pf(n))
+        return loops(n) * steps_per_loop(n, agg(n), pf(n))
 
     def transfer(n, s, r, j):
         per = _nonzero(steps_per_loop(n, agg(n), pf(n)))
         loop = ix.floordiv(s, per)
         t = s - loop * per
-        e, x = ix.floordiv(j, cw), j % cw
+        e, x = ix.floordiv(j, cw(n)), j % cw(n)
         offset, b, used = hop(n, t, e, agg(n), pf(n), reduce)
-        element = loop * chunk + x
+        element = loop * cw(n) + x  # cw is the chunk wherever there is a second loop
         block = (r + offset - (0 if reduce else b)) % n
         dst = (r + b) % n if reduce else (r + n - b % n) % n
         cell = block * count + element
@@ -248,31 +283,32 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         return most
 
     return Program(
-        ALGORITHM, collective, lambda n: n * count, steps, lambda n: pf(n) * cw, transfer, label,
-        lambda: pat_program(collective, aggregation, chunk, count, post), capacity=capacity, sort=BITVEC,
-        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, postFreq {int(pf(n))}, chunk {chunk}, {count} elements per rank",
-        meta={"aggregation": aggregation, "post": post, "chunk": chunk, "count": count},
+        ALGORITHM, collective, lambda n: n * count, steps, lambda n: pf(n) * cw(n), transfer, label,
+        lambda: pat_program(collective, aggregation, given, count, post, dtype), capacity=capacity, sort=BITVEC,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, postFreq {int(pf(n))}, chunk {int(chunk_of(n))}, {count} elements per rank",
+        meta={"aggregation": aggregation, "post": post, "chunk": given, "count": count, "dtype": host.DEFAULT_DTYPE if dtype is None else dtype},
     )
 
 
-def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None, post=None) -> Schedule:
-    made = pat_program(collective, aggregation, chunk, count, post)
+def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None, post=None, dtype=None) -> Schedule:
+    made = pat_program(collective, aggregation, chunk, count, post, dtype)
     most = int(max_aggregation(n))
     if aggregation is not None and aggregation > most:
         raise ScheduleError(f"{ALGORITHM}: option aggregation must be at most {most} for {n} ranks (NCCL stops doubling it at N/2), got {aggregation}")
     if n * made.chunks(1) > MAX_CELLS:
         raise ScheduleError(f"{ALGORITHM}: option count gives {n * made.chunks(1)} cells, more than {MAX_CELLS}")
     width, count = int(made.width(n)), made.meta["count"]
+    chunk = int(host.select(n, chunk_table(collective, made.meta["chunk"], count, host.element_size(made.meta["dtype"]))))
     if n * width > MAX_SLOTS or n * (n - 1) * count > MAX_TRANSFERS:
-        raise ScheduleError(f"{ALGORITHM}: ranks {n} with count {count} and chunk {made.meta['chunk']} is beyond what is enumerated "
+        raise ScheduleError(f"{ALGORITHM}: ranks {n} with count {count} and chunk {chunk} is beyond what is enumerated "
                             f"({n * (n - 1) * count} transfers, {n * width} slots a step; at most {MAX_TRANSFERS} and {MAX_SLOTS}): "
                             "use fewer ranks, a smaller count or chunk")
     return made.schedule(n)
 
 
 def generator(collective: str):
-    def generate(n: int, aggregation=None, chunk=None, count=None, post=None) -> Schedule:
-        return generate_pat(collective, n, aggregation=aggregation, chunk=chunk, count=count, post=post)
+    def generate(n: int, aggregation=None, chunk=None, count=None, post=None, dtype=None) -> Schedule:
+        return generate_pat(collective, n, aggregation=aggregation, chunk=chunk, count=count, post=post, dtype=dtype)
 
     return generate
 
