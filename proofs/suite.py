@@ -393,8 +393,11 @@ def _reversed_second_ring(n: int) -> dict:
 
 def _every_aggregation(n: int) -> list[dict]:
     """Every aggregation the model accepts on n ranks: 1, 2, ... up to the
-    maximum; this includes every one NCCL 2.30 reaches (min(8, max) .. max)."""
-    return [{"aggregation": 1 << b} for b in range(int(nccl_pat.max_aggregation(n)).bit_length())]
+    maximum, each with every postFreq 1, 2, ... up to it (the messages of
+    1 .. A blocks); this includes every pair NCCL 2.30 reaches (A from
+    min(8, max) to max)."""
+    most = int(nccl_pat.max_aggregation(n)).bit_length()
+    return [{"aggregation": 1 << b, "post": 1 << f} for b in range(most) for f in range(b + 1)]
 
 
 #: algorithm -> (full?) -> n -> the option sets its bounded row proves for
@@ -410,7 +413,7 @@ BUILTIN_OPTIONS: dict[str, Callable[[bool, int], list[dict]]] = {
 BUILTIN_OPTION_WORDS = {
     "nccl-ring": "with the default options and with a second channel on the reversed ring (--full: also 1 channel of chunk 1, and align 2)",
     "nccl-tree": "with 2 channels (default) and 4 channels (--full: also 1 channel)",
-    "nccl-pat": "with every aggregation the model accepts (1, 2, ... up to N/2), which includes every one NCCL 2.30 reaches",
+    "nccl-pat": "with every aggregation the model accepts (1, 2, ... up to N/2) and every postFreq up to it, which includes every pair NCCL 2.30 reaches",
 }
 
 

@@ -408,6 +408,34 @@ def test_pat_messages_carry_post_frequency_blocks():
     assert max(sizes) == 4 and sum(sizes) == 63 and check(s).ok
 
 
+def _slots(schedule, src, dst):
+    """Blocks (count 1) of each message from src to dst, in their places in the message."""
+    return [st.src_chunk[(st.src == src) & (st.dst == dst)].tolist() for st in schedule.steps if ((st.src == src) & (st.dst == dst)).any()]
+
+
+def test_pat_reduce_scatter_slots_hold_nccls_blocks_in_nccls_places():
+    # N = 128, count 1, chunk 4 (PatRSAlgorithm, NCCL 2.30.7): postFreq 4, aggFactor 32, aggDelta 4.
+    # Op a of step as = 3 sends offset mirrorInvert(a, 32) x 4 + 3 to rank + 1 at sendOffset a % 4;
+    # postSend every 4th op: slot k holds a = 4k .. 4k + 3 in that order (mirrorInvert(0..3, 32) = 31, 15, 23, 7)
+    rs = generate("nccl-pat", "reduce_scatter", 128, count=1, chunk=4)
+    assert _slots(rs, 0, 1)[:4] == [[127, 63, 95, 31], [111, 47, 79, 15], [119, 55, 87, 23], [103, 39, 71, 7]]
+    # Written ahead: during as = 2 rank 0 writes its partials for offsets mirrorInvert(a, 32) x 4 into
+    # slots 0..3 of its connection to rank 4 (stepOffset a / 4), posting none; during as = 1 it adds
+    # the partials received from rank 127 at the same places and posts each slot. The receiver reads
+    # these four messages:
+    assert _slots(rs, 0, 4) == [[124, 60, 92, 28], [108, 44, 76, 12], [116, 52, 84, 20], [100, 36, 68, 4]]
+    # the scale steps: offsets (2 mirrorInvert(a, lastA) + 1) x scale x 4; scale 8: lastA 2, one message
+    assert _slots(rs, 0, 32) == [[96, 32]] and _slots(rs, 0, 64) == [[64]]
+    # the order in which rank 0's connections post (distance per message): as 3, 2, 1 then the scales
+    distances = [int(st.dst[st.src == 0][0]) for st in rs.steps]
+    assert distances == [1] * 8 + [2] * 8 + [1] * 8 + [4] * 4 + [8] * 2 + [16, 32, 64]
+    # all-gather (PatAGAlgorithm): op a of step as sends offset a x 4 + as - lowbit(as) at sendOffset
+    # a % 4 to rank - lowbit(as): in a's order; scale 1 sends offsets (2a + 1) x 4 - 4 to rank - 4
+    ag = generate("nccl-pat", "allgather", 128, count=1, chunk=4)
+    assert _slots(ag, 0, 127)[:3] == [[2, 6, 10, 14], [18, 22, 26, 30], [34, 38, 42, 46]]
+    assert _slots(ag, 0, 124)[:3] == [[0, 8, 16, 24], [32, 40, 48, 56], [64, 72, 80, 88]] and _slots(ag, 0, 64) == [[0]]
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -28,20 +28,24 @@ CASES = {
         (0, 8), [[0, 4], [2, 6]], [[2], [6], [0], [4]]),  # as 3 before as 1, one block a message
     "nccl-pat16-reduce-scatter-one-message-per-step.json": (
         "nccl-pat", "reduce_scatter", 16, {"chunk": 2, "count": 1},
-        (0, 1), [[1, 3, 5, 7, 9, 11, 13, 15]], [[7, 15], [3, 11], [5, 13], [1, 9]]),  # postFreq 2, in mirrorInvert order
+        (0, 1), [[1, 3, 5, 7, 9, 11, 13, 15]], [[15, 7], [11, 3], [13, 5], [9, 1]]),  # postFreq 2, in mirrorInvert order
+    "nccl-pat8-reduce-scatter-blocks-in-slot-number-order.json": (
+        "nccl-pat", "reduce_scatter", 8, {"chunk": 4, "count": 1},
+        (0, 1), [[1, 3, 5, 7]], [[7, 3, 5, 1]]),  # the same blocks; position a holds block mirrorInvert(a) x 2 + 1
 }
 
 
 def connections(schedule) -> dict[tuple[int, int], list[list[int]]]:
     """(src, dst) -> the cells of each message on that connection, in order
-    (a step's transfers between two ranks are one message)."""
+    (a step's transfers between two ranks are one message, its cells in the
+    order the step lists them: their places in the message)."""
     out: dict[tuple[int, int], list[list[int]]] = {}
     for step in schedule.steps:
         per: dict[tuple[int, int], list[int]] = {}
         for src, dst, cell in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
             per.setdefault((src, dst), []).append(cell)
         for link, cells in per.items():
-            out.setdefault(link, []).append(sorted(cells))
+            out.setdefault(link, []).append(cells)
     return out
 
 

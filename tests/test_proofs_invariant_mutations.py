@@ -247,7 +247,8 @@ def test_nccl_models_have_bounded_rows_in_the_default_suite_with_their_option_se
         assert algorithm in BUILTIN_OPTIONS
     assert "reversed ring" in rows["builtin.nccl-ring"].statement
     assert _options("nccl-ring", "allreduce", False, 4)[1]["rings"] == [[0, 1, 2, 3], [3, 2, 1, 0]]
-    assert [o["aggregation"] for o in _options("nccl-pat", "allgather", False, 6)] == [1, 2, 4]
+    # every aggregation with every postFreq up to it: messages of 1 .. A blocks (NCCL's default chunk alone gives postFreq = A)
+    assert [(o["aggregation"], o["post"]) for o in _options("nccl-pat", "allgather", False, 6)] == [(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4)]
     assert {p.name: p.scope for p in suite(full=True)}["builtin.nccl-tree"] == "N<=16"
 
 

@@ -29,12 +29,21 @@ at or above N and ``delta = P / A``:
    * delta`` go to ``rank + scale * delta`` (phases 2 and 3).
 
 Each of these steps is cut into messages of postFreq blocks, one schedule
-step per message (NCCL's ``postSend``), the reduce-scatter's blocks in
-``mirrorInvert`` order. The all-gather is the same tree run backwards,
-copying, each message from ``rank + b`` to ``rank`` (``rank - 2**d`` as
-NCCL's PAT all-gather sends), in NCCL's order: the scales A/2 down to 1,
-then the steps ``as`` in ``nextAs()`` order (:func:`next_as`), not the
-reduce-scatter's order reversed.
+step per message. A message is one slot of the connection as NCCL posts it
+(``postSend`` in ``patReduce``/``patCopy``, ``src/device/prims_simple.h``):
+the blocks the ops wrote into that slot, each at its ``sendOffset``. Slot
+j of a schedule step is position ``j // cw`` of the message: NCCL's op
+``a = m x postFreq + position`` of the step, whose block is ``i = a`` for
+the all-gather and ``i = mirrorInvert(a)`` for the reduce-scatter. The
+reduce-scatter writes some slots ahead (``stepOffset``: a partial for a
+later message of a connection is written, and added to, before the slots
+before it are posted); what the receiver gets is the slot when it is
+posted, so the step is that message, in the order NCCL posts them. The
+all-gather is the same tree run backwards, copying, each message from
+``rank + b`` to ``rank`` (``rank - 2**d`` as NCCL's PAT all-gather sends),
+in NCCL's order: the scales A/2 down to 1, then the steps ``as`` in
+``nextAs()`` order (:func:`next_as`), not the reduce-scatter's order
+reversed.
 
 Blocks are ``count`` elements, walked in loops of ``chunk`` elements (the
 last one short); a loop runs all the steps. ``chunk`` defaults to NCCL's
@@ -178,10 +187,12 @@ def hop(n, t, e, aggregation, post, reduce):
     Reduce-scatter: steps ``as`` = delta - 1 down to 1, then scales 1, 2, ...
     A / 2; all-gather: scales A / 2 down to 1, then ``as`` in :func:`next_as`
     order. A step of L blocks (L = A, or A / (2 scale)) is cut into messages
-    of postFreq blocks; the blocks' slot numbers i follow NCCL's ``a``: i = a
-    for the all-gather, i = the mirror of a for the reduce-scatter
-    (``mirrorInvert``), so reduce-scatter message m holds the i of one residue
-    modulo the step's message count."""
+    of postFreq blocks (one message for a scale step of fewer); e is the
+    block's position in its message, so NCCL's op is ``a = m x (blocks a
+    message) + e`` and its block number i is a for the all-gather and
+    ``mirrorInvert(a, L) = L - 1 - reverse(a)`` for the reduce-scatter
+    (reduce-scatter message m holds the i of one residue modulo the step's
+    message count, position e the mirror of e)."""
     delta = ix.floordiv(pow2_above(n), aggregation)
     q = ix.floordiv(aggregation, post)
     first_steps = (delta - 1) * q
@@ -196,10 +207,8 @@ def hop(n, t, e, aggregation, post, reduce):
     messages = ix.where(in_as, q, ix.where(ix.floordiv(q, _nonzero(2 * scale)) >= 1, ix.floordiv(q, _nonzero(2 * scale)), 1))
     per = ix.floordiv(last, _nonzero(messages))
     m = ix.where(in_as, m1, m2)
-    if reduce:
-        i = _reverse(messages - 1 - m, messages) + messages * e
-    else:
-        i = m * per + e
+    a = m * per + e  # NCCL's a: message m, position e
+    i = last - 1 - _reverse(a, last) if reduce else a  # mirrorInvert(a, lastA) for the reduce-scatter
     s = ix.where(in_as, i * delta + low, (2 * i + 1) * scale * delta)
     b = ix.where(in_as, ix.lowest_set_bit(_nonzero(low)), scale * delta)
     return s, b, ix.both(e < per, s < n)
