@@ -392,6 +392,11 @@ def test_pat_default_chunk_sets_post_frequency_and_loops():
     # aggregation, one message a step; an explicit chunk still overrides (chunk 2: postFreq 1)
     assert "aggregation 32, postFreq 32, chunk 16384" in nccl_pat.pat_program("allgather").describe(64)
     assert "aggregation 8, postFreq 1, chunk 2" in nccl_pat.pat_program("allgather", chunk=2).describe(64)
+    # the schedule (built from the Z3 terms) takes the same chunk: 8 ranks of 32768 float64 (2 MiB)
+    # get 128 KiB, 16384 elements: two loops of 7 messages, the second from element 16384
+    s = generate("nccl-pat", "reduce_scatter", 8, count=32768, dtype="float64")
+    assert len(s.steps) == 2 * int(nccl_pat.steps_per_loop(8, 4, 1)) == 14
+    assert set((s.steps[7].src_chunk % 32768).tolist()) == set(range(16384, 32768)) and set((s.steps[6].src_chunk % 32768).tolist()) == set(range(16384))
     # the element size: 8-byte elements halve the chunk in elements (int8's is 65536)
     assert "chunk 8192" in nccl_pat.pat_program("reduce_scatter", dtype="float64").describe(8)
     assert "chunk 65536" in nccl_pat.pat_program("reduce_scatter", dtype="int8").describe(8)
