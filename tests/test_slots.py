@@ -105,3 +105,17 @@ def test_nccl_pat_messages_of_post_frequency_blocks_fit_nccls_slots():
     assert [v.kind for v in found] == ["deadlock"]
     assert found[0].message.startswith("step 2 (loop 0 message 2: distance 8, first offset 8): ranks 0 -> 56 -> 48 -> 40 -> 32 -> 24 -> 16 -> 8 -> 0 "
                                        "each send 4 slots to the next before receiving")
+
+
+def test_nccl_pat_default_messages_are_one_nccl_slot_each():
+    # N = 64, count 2 float32: NCCL's 64 KiB chunk gives postFreq 32 = aggFactor, one message a step
+    # of up to 32 blocks of 2 elements; a slot of NCCL's (512 KiB, 131072 float32) holds any of them
+    from collspec.models.generators import generate
+    from collspec.models.slots import slot_deadlocks
+
+    for collective in ("reduce_scatter", "allgather"):
+        assert slot_deadlocks(generate("nccl-pat", collective, 64), slots=8, slot_size=131072) == []
+    found = slot_deadlocks(generate("nccl-pat", "reduce_scatter", 64), slots=8, slot_size=1)
+    assert [v.kind for v in found] == ["deadlock"]
+    assert found[0].message.startswith("step 0 (loop 0 message 0: distance 1, first offset 63): ranks 0 -> 1 -> 2")
+    assert "each send 64 slots to the next before receiving" in found[0].message
