@@ -357,6 +357,19 @@ def test_tree_parts_and_chunk_override_nccls():
     assert check(schedule).ok
 
 
+def test_tree_transfer_that_uses_k_only_where_it_names_a_chunk_is_the_same_schedule(monkeypatch):
+    """Where k x chunkCount could pass the bit-vectors the transfer clamps k
+    (:meth:`TreeLayout.wide`); forced on small options it builds the same schedule."""
+    cases = [(6, {"channels": 2, "chunk": 2, "parts": [5, 3]}), (5, {"channels": 4, "count": 10_000, "chunk": 1500}), (3, {"count": 7})]
+    plain = [_plain_steps(generate("nccl-tree", "allreduce", n, **options)) for n, options in cases]
+    monkeypatch.setattr(nccl_tree.TreeLayout, "wide", lambda self, n: True)
+    assert [_plain_steps(generate("nccl-tree", "allreduce", n, **options)) for n, options in cases] == plain
+
+
+def _plain_steps(schedule):
+    return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -57,14 +57,14 @@ OPTIONS = {
     "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
     "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
     "channels": (lambda n: 1, "nccl-*: channels the vector is split over (1..64)"),
-    "chunk": (lambda n: 1, "nccl-*: elements per chunk (nccl-ring: default NCCL's for the protocol and dtype)"),
+    "chunk": (lambda n: 1, "nccl-*: elements per chunk (nccl-ring, nccl-tree: default NCCL's for the protocol and dtype)"),
     "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to (default 16 / element size)"),
-    "dtype": (None, "nccl-ring: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
-    "protocol": (None, "nccl-ring: NCCL's protocol, simple, ll or ll128 (default simple)"),
+    "dtype": (None, "nccl-ring, nccl-tree: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
+    "protocol": (None, "nccl-ring, nccl-tree: NCCL's protocol, simple, ll or ll128 (default simple)"),
     "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
     "aggregation": (lambda n: 1, "nccl-pat: NCCL's aggFactor, a power of two up to N/2 (default NCCL's: min(8 postFreq, the most))"),
     "post": (lambda n: 1, "nccl-pat: blocks per message, NCCL's postFreq (default NCCL's, from chunk and count)"),
-    "parts": (None, "nccl-ring: elements per channel, by commas (3,2), in place of NCCL's split of a collective alone in its plan"),
+    "parts": (None, "nccl-ring, nccl-tree: elements per channel, by commas (3,2), in place of NCCL's split of a collective alone in its plan"),
     "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
 

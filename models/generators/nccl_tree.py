@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 from .. import indexing as ix
 from ..layout import ScheduleError
-from ..program import BITVEC, Program, Transfer
+from ..program import BITVEC, BITVEC_WIDTH, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
 from . import nccl_host as host
 from .nccl_ring import MAX_CHANNELS, Layout, _integer, most_per_link
@@ -253,6 +253,13 @@ class TreeLayout:
         ints = self._ints(n)
         return ints is None or min(ints) < self.width(n)
 
+    def wide(self, n) -> bool:
+        """Whether k x chunkCount may pass the proofs' bit-vectors for some
+        k the transfer function meets (|k| below the chunks plus 2 R <= 32,
+        N <= 65536); then the transfer uses k only where it names a chunk."""
+        ints = self._ints(n)
+        return ints is None or (self.rounds(n) + 32) * max(ints) + self.width(n) >= 1 << (BITVEC_WIDTH - 1)
+
     def rounds(self, n):
         """Chunks of the channel with the most: max divUp(part, chunkCount)."""
         most = 0
@@ -285,9 +292,13 @@ def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=Non
         up = role == 0
         k = ix.where(up, s - level, s - 2 * root_level(n) + level)
         peer = ix.where(up, ix.where(x == 0, -1, btree_parent(x, n)), btree_child(x, n, role - 1))
+        conditions = [peer >= 0, k >= 0] + ([e < K] if layout.short(n) else [])
+        if layout.wide(n):  # k x chunk past the bit-vectors for k past the last chunk: use k only where it is a chunk
+            rounds = layout.rounds(n)
+            conditions.append(k < rounds)
+            k = ix.where(ix.both(k >= 0, k < rounds), k, 0)
         cell_in_part = k * K + e
-        inside = cell_in_part < layout.parts_of.part(c, n)
-        active = ix.both(peer >= 0, k >= 0, e < K, inside) if layout.short(n) else ix.both(peer >= 0, k >= 0, inside)
+        active = ix.both(*conditions, cell_in_part < layout.parts_of.part(c, n))
         cell = layout.parts_of.off(c, n) + cell_in_part
         return Transfer(active, to_rank(peer, n, tree), cell, cell, ix.where(up, REDUCE, COPY))
 
@@ -349,7 +360,14 @@ def layout_of(channels=None, chunk=None, count=None, dtype=None, protocol=None, 
             raise ScheduleError(f"{ALGORITHM}: option parts must add up to count ({count}), got {'+'.join(map(str, parts))} = {sum(parts)}")
         given = tuple(parts) + (0,) * (channels - len(parts))
     split = Layout("allreduce", count, channels, 1, 1, None, 0, itemsize, protocol, equal=given)
-    return TreeLayout(split, chunk, itemsize, protocol)
+    layout = TreeLayout(split, chunk, itemsize, protocol)
+    slots = layout.used() * int(layout.width(2)) * ROLES  # the widest: LL128's chunk only shrinks as N grows
+    if slots >= 1 << (BITVEC_WIDTH - 1):
+        raise ScheduleError(f"{ALGORITHM}: options count={count}{'' if chunk is None else f', chunk={chunk}'}"
+                            f"{'' if given is None else ', parts=' + ','.join(map(str, parts))} give {slots} slots a step (channels used x longest "
+                            f"message x {ROLES}), past the proofs' {BITVEC_WIDTH}-bit vectors (at most {(1 << (BITVEC_WIDTH - 1)) - 1}); "
+                            f"use a smaller chunk or count")
+    return layout
 
 
 def channel_table(n: int, **options) -> list[dict]:
