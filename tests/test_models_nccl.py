@@ -234,8 +234,8 @@ def test_nccl_tree_passes_the_checker_over_a_sample_and_at_512_ranks():
                 result = check(generate("nccl-tree", "allreduce", n, channels=channels, **options))
                 if not result.ok:
                     failures[(n, channels, str(options))] = [str(v) for v in result.violations if v.is_error][:2]
-    for n in (2, 5, 8):  # NCCL's split and chunk: 3 channels (tree 0, 0, 1); LL128: several chunks on each
-        for options in ({"count": 10_000, "channels": 4, "chunk": 700}, {"count": 20_000, "channels": 2, "protocol": "ll128"}):
+    for n in (2, 5, 8):  # NCCL's split: 3 of 4 channels (tree 0, 0, 1); LL128: a chunk term of N, one channel empty
+        for options in ({"count": 10_000, "channels": 4, "chunk": 700}, {"count": 20_000, "channels": 4, "protocol": "ll128", "dtype": "float16"}):
             if not check(generate("nccl-tree", "allreduce", n, **options)).ok:
                 failures[(n, str(options))] = "failed"
     assert not failures

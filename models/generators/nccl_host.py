@@ -25,6 +25,10 @@ file and function):
   to the protocol's grain (512 bytes Simple, 16 LL, 1920 LL128). Default
   buffers (``computeBuffSizes``, ``src/init.cc``): 4 MiB Simple, 512 KiB LL,
   4,800 KiB LL128.
+- **Tree chunk** (``calcCollChunking`` with NCCL_ALGO_TREE, once per part):
+  the same step buffer without chunk steps (512 KiB Simple, 32 KiB LL,
+  576,000 bytes LL128), LL128's halved for small parts by a rule on the
+  part's bytes and the tree's node count (:func:`tree_chunk_table`).
 
 >>> channel_split("allreduce", 4, 10_000, 4, "simple", 4)
 [4096, 4096, 1808]

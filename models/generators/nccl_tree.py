@@ -17,7 +17,7 @@ rank per node.
   N) for odd N.
 - Channels: the vector is cut into contiguous channel parts as NCCL 2.30's
   host cuts any all-reduce (:mod:`.nccl_host`, ``scheduleCollTasksToPlan``:
-  cells of 16 KiB of traffic, fewer channels for small vectors, the
+  cells of 16 KiB, 32 KiB of traffic, or 4 KiB with LL; fewer channels for small vectors, the
   remainder in the last used channel), or as ``parts`` gives them. The
   first half of the channels run on tree 0, the rest on tree 1
   (``connectTrees`` in ``src/graph/connect.cc`` puts search channel c on
@@ -42,8 +42,11 @@ rank per node.
   connection in the same order, at other steps.
 
 Slots: ``(channel, element of the chunk, role)`` with role 0 the send up,
-1 and 2 the sends to child 0 and child 1; a channel has as many element
-slots as the longest message of any channel (its chunk or its whole part).
+1 and 2 the sends to child 0 and child 1; each channel up to the last used
+one has as many element slots as the longest message of any channel (its
+chunk or its whole part). Where chunk index x chunkCount could pass the
+proofs' bit-vectors the transfer uses the chunk index only where it names
+a chunk (:meth:`TreeLayout.wide`; the same schedule).
 
 Options: ``channels`` (1..64, default 2), ``count`` (elements, default 12),
 ``dtype`` (a spec dtype name, default ``float32``), ``protocol``
@@ -65,9 +68,9 @@ a collective alone in its plan, as on ``nccl-ring``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import indexing as ix
 from ..layout import ScheduleError
@@ -242,11 +245,7 @@ class TreeLayout:
     def width(self, n):
         """Element slots of one channel: the longest message of any channel,
         min(chunkCount, part), at least 1."""
-        most = 1
-        for part, chunk in zip(self.parts(), self.chunks(n)):
-            longest = ix.where(chunk < part, chunk, part)
-            most = ix.where(longest > most, longest, most)
-        return int(most) if self._ints(n) is not None else most
+        return _most([_least(chunk, part) for part, chunk in zip(self.parts(), self.chunks(n))], 1)
 
     def short(self, n) -> bool:
         """Whether some channel's chunk is below the width (its slots past the chunk stay idle)."""
@@ -262,11 +261,21 @@ class TreeLayout:
 
     def rounds(self, n):
         """Chunks of the channel with the most: max divUp(part, chunkCount)."""
-        most = 0
-        for part, chunk in zip(self.parts(), self.chunks(n)):
-            k = ix.floordiv(part + chunk - 1, chunk)
-            most = ix.where(k > most, k, most)
-        return int(most) if self._ints(n) is not None else most
+        return _most([-(-part // chunk) if isinstance(chunk, int) else ix.floordiv(part + chunk - 1, chunk)
+                      for part, chunk in zip(self.parts(), self.chunks(n))], 0)
+
+
+def _least(a, b):
+    """min(a, b): a Python int for ints, a Z3 term otherwise."""
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else ix.where(a < b, a, b)
+
+
+def _most(values: list, start):
+    """max(start, *values): a Python int for ints, a Z3 term otherwise."""
+    most = start
+    for value in values:
+        most = max(most, value) if isinstance(most, int) and isinstance(value, int) else ix.where(value > most, value, most)
+    return most
 
 
 def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> Program:
@@ -313,8 +322,12 @@ def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=Non
         return most
 
     def title(n):
-        used = [int(k) for k, p in zip(layout.chunks(n), layout.parts()) if p] or [int(layout.chunks(n)[0])]
-        chunks = "/".join(str(k) for k in sorted(set(used), reverse=True))
+        if layout.chunk is not None:
+            chunks = str(layout.chunk)
+        else:  # NCCL's chunkCount of each used channel (a message carries at most the part)
+            size = layout.itemsize
+            used = {host.tree_chunk_bytes(layout.protocol, p * size, n) // size for p in layout.parts() if p} or {1}
+            chunks = "/".join(str(k) for k in sorted(used, reverse=True))
         nccl = "" if layout.chunk is not None else f", {host.PROTOCOLS[layout.protocol][0]}, {layout.itemsize}-byte elements"
         return f"{ALGORITHM} allreduce, {n} ranks, {C} channels, chunk {chunks}, {layout.count} elements{nccl}"
 
