@@ -217,8 +217,9 @@ class TreeLayout:
     def count(self) -> int:
         return self.parts_of.count
 
-    def parts(self, n=2) -> list[int]:
-        """Elements of every channel, channel 0 first (0 where NCCL leaves it empty)."""
+    def parts(self, n=None) -> list[int]:
+        """Elements of every channel, channel 0 first (0 where NCCL leaves it
+        empty), as ints: an all-reduce's split does not depend on N."""
         return [int(p) for p in self.parts_of.parts(2)]
 
     def chunks(self, n) -> list:
