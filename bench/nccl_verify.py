@@ -3,7 +3,8 @@
 - nccl-ring: every collective, N = 2..64, 1..4 channels; a count with a
   partial last loop (and empty chunks at many N), chunk 2; channels past the
   first run on their own ring (a seeded random permutation of the ranks).
-- nccl-tree: all-reduce, N = 2..64 with 1..4 channels, and N = 512.
+- nccl-tree: all-reduce, N = 2..64 with 1..4 channels, and N = 512, with
+  NCCL's split (one channel for 23 elements) and with the parts given evenly.
 - nccl-pat: reduce-scatter and all-gather, N = 2..64 with every aggregation
   NCCL can use (1, 2, 4, ... up to N/2), and `collspec check` of both at
   N = 512 end to end (target: reduce-scatter in under 20 s).
@@ -63,13 +64,16 @@ def tree_section() -> tuple[str, int, int]:
     checked, failed = 0, []
     cases = [(n, c) for n in range(2, 65) for c in range(1, 5)] + [(512, 2)]
     for n, channels in cases:
-        result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, count=23))
-        checked += 1
-        if not result.ok:
-            failed.append(f"N={n} channels={channels}: {[str(v) for v in result.violations if v.is_error][:1]}")
+        # NCCL's split puts 23 elements on channel 0; the parts given spread them over every channel
+        parts = [23 // channels + (c < 23 % channels) for c in range(channels)]
+        for options in ({"count": 23}, {"parts": parts}):
+            result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, **options))
+            checked += 1
+            if not result.ok:
+                failed.append(f"N={n} channels={channels} {options}: {[str(v) for v in result.violations if v.is_error][:1]}")
     for line in failed[:10]:
         print("  FAILED", line)
-    return "nccl-tree allreduce, N=2..64 x channels 1..4 and N=512", checked, len(failed)
+    return "nccl-tree allreduce, N=2..64 x channels 1..4 and N=512, NCCL's split and parts given", checked, len(failed)
 
 
 def pat_section() -> tuple[str, int, int]:

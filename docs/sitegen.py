@@ -74,7 +74,7 @@ NOTES = notes()
 DIAGRAM_RANKS = (4, 6, 8)
 #: Options for an algorithm's diagram where the defaults draw too many chunks
 #: to read (nccl-tree's default is 12 elements: 12 colours over each other).
-DIAGRAM_OPTIONS = {"nccl-tree": {"channels": 2, "count": 4}}
+DIAGRAM_OPTIONS = {"nccl-tree": {"channels": 2, "chunk": 2, "parts": [2, 2]}}  # both trees: parts given (NCCL 2.30 runs 4 elements alone on channel 0)
 
 
 def diagram_schedule(algorithm: str, collective: str, n: int):

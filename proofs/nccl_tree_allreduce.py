@@ -6,8 +6,13 @@ N symbolic in 2..65536 on bit-vectors, at fixed options (:data:`OPTIONS`):
 
 - ``one-channel``: 1 channel, chunk 1, count 2: one tree (tree 0), two
   chunks in the pipeline;
-- ``two-channels``: 2 channels, chunk 1, count 4: channel 0 on tree 0 with
-  cells 0, 1, channel 1 on tree 1 with cells 2, 3, two chunks each.
+- ``two-channels``: 2 channels, chunk 1, count 4, parts 2 and 2 given:
+  channel 0 on tree 0 with cells 0, 1, channel 1 on tree 1 with cells 2,
+  3, two chunks each. NCCL 2.30's own split puts 4 elements of a
+  collective alone in its plan on one channel; the parts given are how it
+  splits a collective that shares its plan with others (its channels
+  start where the previous one's traffic ended), and they keep tree 1 in
+  the proof.
 
 The invariant below is stated from NCCL's tree definitions
 (``ncclGetBtree`` / ``ncclGetDtree`` in ``src/graph/trees.cc``, the
@@ -56,7 +61,7 @@ ROLES = 3  # the slot layout (channel, element, role) the invariant's witnesses 
 #: row suffix -> the options of the proved program
 OPTIONS = {
     "one-channel": {"channels": 1, "chunk": 1, "count": 2},
-    "two-channels": {"channels": 2, "chunk": 1, "count": 4},
+    "two-channels": {"channels": 2, "chunk": 1, "count": 4, "parts": [2, 2]},
 }
 
 
@@ -75,11 +80,13 @@ def premises(name: str) -> tuple:
     (:mod:`collspec.proofs.scope`): in its text, and what a test builds the
     generator's schedule with."""
     o = OPTIONS[name]
+    given = (Fixed("parts", lambda n: o["parts"], f"parts {', '.join(map(str, o['parts']))} (given, as NCCL 2.30 splits a collective that shares its plan)"),
+             ) if "parts" in o else ()
     return (
         Fixed("channels", lambda n: o["channels"], f"{o['channels']} channel{'s' if o['channels'] > 1 else ''}"),
         Fixed("chunk", lambda n: o["chunk"], f"chunk {o['chunk']}"),
         Fixed("count", lambda n: o["count"], f"count {o['count']}"),
-    )
+    ) + given
 
 
 # -- the trees, restated (module text) -------------------------------------------------------
@@ -138,7 +145,9 @@ def invariant(name: str) -> Invariant:
     """The claim of the module text for the program of row ``name``."""
     o = OPTIONS[name]
     channels, chunk, count = o["channels"], o["chunk"], o["count"]
-    per = -(-count // channels)  # divUp(count, C) cells per channel, the last the rest
+    parts = o.get("parts", [count])  # one channel: the whole vector, as NCCL 2.30 splits it
+    per = parts[0]  # equal parts: channel h holds cells h per .. h per + per - 1
+    assert len(parts) == channels and parts == [per] * channels, "the invariant is stated for equal parts on every channel"
     trees = [0 if 2 * h < channels else 1 for h in range(channels)]
 
     def where_is(c):

@@ -406,13 +406,16 @@ def _every_aggregation(n: int) -> list[dict]:
 BUILTIN_OPTIONS: dict[str, Callable[[bool, int], list[dict]]] = {
     "nccl-ring": lambda full, n: [{}, _reversed_second_ring(n)]
     + ([{"channels": 1, "chunk": 1, "count": 7}, {"channels": 2, "chunk": 2, "align": 2, "count": 7, "parts": [4, 3]}] if full else []),
-    "nccl-tree": lambda full, n: [{}, {"channels": 4, "chunk": 1, "count": 11}] + ([{"channels": 1, "chunk": 1, "count": 5}] if full else []),
+    "nccl-tree": lambda full, n: [{}, {"channels": 4, "chunk": 1, "count": 11, "parts": [3, 3, 3, 2]}]
+    + ([{"channels": 1, "chunk": 1, "count": 5}, {"channels": 2, "chunk": 2, "count": 12, "parts": [6, 6]}]
+       if full else []),
     "nccl-pat": lambda full, n: _every_aggregation(n),
 }
 #: how the statement of a bounded row names its option sets
 BUILTIN_OPTION_WORDS = {
     "nccl-ring": "with the default options and with a second channel on the reversed ring (--full: also 1 channel of chunk 1, and align 2)",
-    "nccl-tree": "with 2 channels (default) and 4 channels (--full: also 1 channel)",
+    "nccl-tree": "with the default options (NCCL's split: one channel) and 4 channels of parts 3, 3, 3, 2 (--full: also 1 channel of chunk 1, "
+                 "and 2 channels of parts 6, 6 in chunks of 2)",
     "nccl-pat": "with every aggregation the model accepts (1, 2, ... up to N/2) and every postFreq up to it, which includes every pair NCCL 2.30 reaches",
 }
 

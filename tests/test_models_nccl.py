@@ -229,16 +229,22 @@ def test_nccl_tree_passes_the_checker_over_a_sample_and_at_512_ranks():
     failures = {}
     for n in (2, 3, 6, 13, 64):
         for channels in (1, 2, 3, 4):
-            result = check(generate("nccl-tree", "allreduce", n, channels=channels, chunk=2, count=23))
-            if not result.ok:
-                failures[(n, channels)] = [str(v) for v in result.violations if v.is_error][:2]
+            parts = [23 // channels + (c < 23 % channels) for c in range(channels)]
+            for options in ({"chunk": 2, "count": 23}, {"chunk": 2, "parts": parts}):
+                result = check(generate("nccl-tree", "allreduce", n, channels=channels, **options))
+                if not result.ok:
+                    failures[(n, channels, str(options))] = [str(v) for v in result.violations if v.is_error][:2]
+    for n in (2, 5, 8):  # NCCL's split: 3 of 4 channels (tree 0, 0, 1); LL128: a chunk term of N, one channel empty
+        for options in ({"count": 10_000, "channels": 4, "chunk": 700}, {"count": 20_000, "channels": 4, "protocol": "ll128", "dtype": "float16"}):
+            if not check(generate("nccl-tree", "allreduce", n, **options)).ok:
+                failures[(n, str(options))] = "failed"
     assert not failures
     assert check(generate("nccl-tree", "allreduce", 512)).ok
 
 
 def test_reduces_go_to_the_parent_and_copies_to_the_children_of_each_channels_tree():
     n, channels = 10, 2
-    schedule = generate("nccl-tree", "allreduce", n, channels=channels, chunk=1, count=4)
+    schedule = generate("nccl-tree", "allreduce", n, channels=channels, chunk=1, parts=[2, 2])
     trees = nccl_tree.parents(n)
     per = 2  # channel c holds cells 2c, 2c + 1 and runs on tree c
     assert len(schedule.steps) == 2 + 2 * 4 - 1  # 2 chunks, root level ceil(log2 10) = 4
@@ -258,6 +264,125 @@ def test_explain_json_carries_both_trees_and_the_text_draws_them(tmp_path):
     assert result.returncode == 0, result.stderr
     assert [t["parent"] for t in json.loads(path.read_text())["trees"]] == [[-1, 2, 4, 2, 0, 4], [1, 5, 3, 1, 3, -1]]
     assert "Tree 1\n  5\n  └── 1\n      ├── 0\n      └── 3\n          ├── 2\n          └── 4\n" in result.stdout
+
+
+# -- nccl-tree: NCCL 2.30's host split and the tree's chunk --------------------------------------
+
+from collspec.models.generators import nccl_host as host  # noqa: E402
+
+#: (count, dtype, protocol, channels, N) -> the elements of each channel NCCL uses and NCCL's
+#: chunkCount there, read from NCCL 2.30.7's src/enqueue.cc for NCCL_ALGO_TREE: the split is
+#: scheduleCollTasksToPlan's, the same as any all-reduce's (cells of 16 KiB of traffic, 4 KiB
+#: for LL; fewer channels for small vectors; the remainder off the last part); the chunk is
+#: calcCollChunking's, the protocol's step buffer without the ring's chunk steps (Simple
+#: 4 MiB / 8 = 512 KiB, LL 64 KiB / 2 = 32 KiB), LL128 576,000 bytes halved for parts of a few
+#: MiB (every part the model takes ends at 18,000, rounded down to 17,280 bytes)
+TREE_SPLITS = [
+    ((10_000, "float32", "simple", 4, 4), [4096, 4096, 1808], 131072),  # 3 cells of 4096 on 3 of 4 channels
+    ((1000, "float32", "simple", 4, 4), [1000], 131072),  # under one cell: channel 0 (tree 0) alone
+    ((100_000, "float16", "simple", 8, 16), [16384] * 6 + [1696], 262144),  # 2 cells a channel, 13 cells: 7 channels
+    ((513, "float64", "ll", 2, 2), [512, 1], 4096),  # LL: 4 KiB cells
+    ((100_000, "float32", "ll128", 2, 4), [53248, 46752], 4320),  # 13 + 12 cells; 17,280-byte chunks
+    ((131_072, "float64", "ll128", 1, 64), [131072], 2160),  # 1 MiB on one channel: still 17,280 bytes
+    ((10_000, "int8", "ll128", 4, 8), [10_000], 17280),
+]
+
+
+@pytest.mark.parametrize("args, parts, chunk", TREE_SPLITS)
+def test_tree_channel_split_and_chunk_are_nccls(args, parts, chunk):
+    count, dtype, protocol, channels, n = args
+    layout = nccl_tree.layout_of(channels=channels, count=count, dtype=dtype, protocol=protocol)
+    assert [p for p in layout.parts() if p] == parts and layout.parts()[len(parts):] == [0] * (channels - len(parts))
+    size = host.element_size(dtype)
+    assert [host.tree_chunk_bytes(protocol, p * size, n) // size for p in parts] == [chunk] * len(parts)
+    assert layout.chunks(n)[: len(parts)] == [min(chunk, p) for p in parts]  # a chunk past the part sends the part
+    trees = [int(nccl_tree.tree_of(c, channels)) for c in range(len(parts))]
+    assert nccl_tree.channel_table(n, channels=channels, count=count, dtype=dtype, protocol=protocol) == [
+        {"tree": t, "count": p} for t, p in zip(trees, parts)]
+
+
+#: (protocol, part bytes, N) -> calcCollChunking's tree chunk in bytes (NCCL 2.30.7, one rank per
+#: node: nNodes = N, ppn = 1, nstepsLL128 = 1 + log2i(N) + 0.1); LL128 halves while
+#: bytes / chunk < 64 nsteps and the chunk is above 128 KiB, then while below 16 nsteps and above 32 KiB
+TREE_CHUNKS = [
+    (("simple", 48, 4), 524288),  # the ring's ALLREDUCE_CHUNKSTEPS (4) do not apply to the tree
+    (("simple", 1 << 30, 1024), 524288),
+    (("ll", 48, 4), 32768),
+    (("ll128", 4 << 30, 4), 576000),  # 4,800 KiB / 8 x 15/16: no halving for large parts
+    (("ll128", 100 << 20, 2), 576000),  # 100 MiB / 576,000 = 182 >= 64 x 2.1 = 134.4
+    (("ll128", 100 << 20, 4), 288000),  # 182 < 64 x 3.1 = 198.4: halved once
+    (("ll128", 100 << 20, 1024), 144000),  # 182, 364 < 64 x 11.1 = 710.4; 728 is not
+    (("ll128", 40 << 20, 1024), 71040),  # 72,000 (not above 128 KiB), rounded down to the 1,920-byte grain
+    (("ll128", 1 << 20, 4), 17280),  # then 36,000 and 18,000 (not above 32 KiB), rounded down
+]
+
+
+@pytest.mark.parametrize("args, chunk", TREE_CHUNKS)
+def test_tree_chunk_is_nccls(args, chunk):
+    assert host.tree_chunk_bytes(*args) == chunk
+
+
+def test_tree_chunk_on_a_symbolic_n_is_the_same_function():
+    import z3
+
+    from collspec.models.program import BITVEC_WIDTH
+
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    for part, size in ((20_000, 4), (131_072, 8), (50_000, 1)):
+        term = host.tree_chunk_elements(size, "ll128", part, n)
+        for value in (2, 3, 4, 64, 1000, 65536):
+            got = z3.simplify(z3.substitute(term, (n, z3.BitVecVal(value, BITVEC_WIDTH)))).as_long()
+            assert got == min(part, host.tree_chunk_bytes("ll128", part * size, value) // size)
+
+
+def test_tree_schedule_sends_nccls_parts_in_nccls_chunks():
+    # 100,000 float32, LL128, 2 channels, 4 ranks: channel 0 (tree 0) cells 0..53247, channel 1
+    # (tree 1, the mirror) from 53248; chunks of 4,320: 13 on channel 0, the last one 1,408
+    schedule = generate("nccl-tree", "allreduce", 4, channels=2, count=100_000, protocol="ll128")
+    assert len(schedule.steps) == 13 + 2 * 2 - 1
+    sent = _sent(schedule, 0)  # the leaves send chunk 0 up: rank 1 in tree 0, rank 0 (label 3) in tree 1
+    assert sent[1] == list(range(4320)) and sent[0] == list(range(53248, 53248 + 4320))
+    last = [cell for cell in _sent(schedule, 12)[1] if cell < 53248]  # rank 1 is a leaf of tree 0 only
+    assert last == list(range(12 * 4320, 53248))
+    assert schedule.meta["channel_table"] == [{"tree": 0, "count": 53248}, {"tree": 1, "count": 46752}]
+    assert check(schedule).ok
+
+
+def test_tree_parts_and_chunk_override_nccls():
+    assert nccl_tree.layout_of(channels=2, parts=[3, 1]).parts() == [3, 1]
+    assert nccl_tree.layout_of(channels=3, parts=[3, 1]).parts() == [3, 1, 0]
+    assert nccl_tree.layout_of(count=10_000, channels=4, chunk=700).chunks(4) == [700] * 4
+    schedule = generate("nccl-tree", "allreduce", 6, channels=2, chunk=1, parts=[3, 1])
+    assert schedule.meta["channel_table"] == [{"tree": 0, "count": 3}, {"tree": 1, "count": 1}]
+    assert check(schedule).ok
+
+
+def test_tree_transfer_that_uses_k_only_where_it_names_a_chunk_is_the_same_schedule(monkeypatch):
+    """Where k x chunkCount could pass the bit-vectors the transfer clamps k
+    (:meth:`TreeLayout.wide`); forced on small options it builds the same schedule."""
+    cases = [(6, {"channels": 2, "chunk": 2, "parts": [5, 3]}), (5, {"channels": 4, "count": 10_000, "chunk": 1500}), (3, {"count": 7})]
+    plain = [_plain_steps(generate("nccl-tree", "allreduce", n, **options)) for n, options in cases]
+    monkeypatch.setattr(nccl_tree.TreeLayout, "wide", lambda self, n: True)
+    assert [_plain_steps(generate("nccl-tree", "allreduce", n, **options)) for n, options in cases] == plain
+
+
+def _plain_steps(schedule):
+    return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"dtype": "float33"}, "nccl-tree: option dtype must be one of int8, .*, got 'float33'"),
+        ({"protocol": "tcp"}, "nccl-tree: option protocol must be one of simple, ll, ll128, got 'tcp'"),
+        ({"channels": 2, "parts": [1, 2, 3]}, r"nccl-tree: option parts must list 1 to 2 channel parts \(one per channel\), got \[1, 2, 3\]"),
+        ({"count": 5, "parts": [3, 1]}, r"nccl-tree: option parts must add up to count \(5\), got 3\+1 = 4"),
+        ({"chunk": 0}, "nccl-tree: option chunk must be an integer from 1 to 131072, got 0"),
+    ],
+)
+def test_tree_bad_options_name_the_option(options, message):
+    with pytest.raises(ScheduleError, match=message):
+        generate("nccl-tree", "allreduce", 4, **options)
 
 
 # -- nccl-pat: Parallel Aggregated Trees -------------------------------------------------------
@@ -744,7 +869,13 @@ def test_export_json_writes_nccls_channels_and_reads_back(tmp_path):
         assert _cli("export", "-a", algorithm, "-c", collective, "-n", "5", "--format", "json", "-o", str(out)).returncode == 0
         assert _cli("check", str(out)).returncode == 0, algorithm
     tree = json.loads((tmp_path / "nccl-tree.json").read_text())
-    assert tree["channels"] == [{"tree": 0, "count": 6}, {"tree": 1, "count": 6}]
+    assert tree["channels"] == [{"tree": 0, "count": 12}]  # 12 float32: one channel in NCCL 2.30
+    path = tmp_path / "tree.json"
+    done = _cli("export", "-a", "nccl-tree", "-n", "4", "--format", "json", "--option", "count=10000", "--option", "channels=4",
+                "--option", "chunk=1000", "-o", str(path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(path.read_text())["channels"] == [{"tree": 0, "count": 4096}, {"tree": 0, "count": 4096}, {"tree": 1, "count": 1808}]
+    assert _cli("check", str(path)).returncode == 0
 
 
 def test_export_options_are_checked_and_bad_channels_are_exit_2(tmp_path):

@@ -23,6 +23,9 @@ CASES = {
     "nccl-ring2-allreduce-even-channel-split.json": (
         "nccl-ring", "allreduce", 2, {"channels": 2, "count": 513, "dtype": "float64", "protocol": "ll"},
         (0, 1), [list(range(130, 258)) + list(range(386, 513))], [list(range(256, 512))]),  # parts 258 + 255, not 512 + 1
+    "nccl-tree2-allreduce-even-channel-split.json": (
+        "nccl-tree", "allreduce", 2, {"channels": 2, "count": 513, "dtype": "float64", "protocol": "ll"},
+        (0, 1), [list(range(257, 513)), list(range(257))], [[512], list(range(512))]),  # parts 257 + 256, not 512 + 1
     "nccl-pat9-allgather-reduce-scatter-order-backwards.json": (
         "nccl-pat", "allgather", 9, {"chunk": 1, "count": 1},
         (0, 8), [[0, 4], [2, 6]], [[2], [6], [0], [4]]),  # as 3 before as 1, one block a message

@@ -276,18 +276,19 @@ def test_nccl_ring_ignoring_the_second_channels_ring_fails_its_bounded_row(monke
 
 def test_nccl_tree_dropping_a_copy_on_the_fourth_channel_fails_its_bounded_row(monkeypatch):
     """The broadcast down to child 1 is skipped on channel 3 (tree 1): the
-    default 2 channels never use channel 3; the 4-channel option set does."""
+    default options (one channel, as NCCL splits 12 elements) never use
+    channel 3; the option set of 4 channels with parts given does."""
     from collspec.models.generators import nccl_tree
 
     original = nccl_tree.tree_program
 
-    def mutated(channels=None, chunk=None, count=None):
-        made = original(channels, chunk, count)
-        K = made.meta["chunk"]
+    def mutated(**options):
+        made = original(**options)
+        width = nccl_tree.layout_of(**options).width(2)  # element slots per channel
 
         def transfer(n, s, r, j):
             t = made.transfer(n, s, r, j)
-            dropped = ix.both(ix.floordiv(j, K * nccl_tree.ROLES) == 3, j % nccl_tree.ROLES == 2)
+            dropped = ix.both(ix.floordiv(j, width * nccl_tree.ROLES) == 3, j % nccl_tree.ROLES == 2)
             return dataclasses.replace(t, active=ix.both(t.active, ix.negate(dropped)))
 
         return dataclasses.replace(made, transfer=transfer)

@@ -4,7 +4,7 @@ terms and checks), or 2 with one line naming the option. Never a traceback,
 never 1: a schedule whose bit-vector terms wrap around (the proofs use 20-bit
 vectors) is refused by name, not built wrong. The audit's case was nccl-tree
 with ``chunk=131072``, where k x chunk wrapped and the check failed with
-"the proved function sends here, the schedule does not"."""
+"the proved function sends here, the schedule does not" (it now checks)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ CASES = [
     *[("nccl-pat", c, "chunk", 1, 1 << 18, {"count": 1}, N) for c in ("reduce_scatter", "allgather")],
     *[("nccl-pat", c, "count", 0, 1 << 16, {"chunk": 1 << 12}, N) for c in ("reduce_scatter", "allgather")],
 ]
-#: nccl-tree's largest chunk (2 M slots a step, refused after 5 steps), nccl-ring's largest
+#: nccl-tree's largest chunk (one element: one slot per channel and role), nccl-ring's largest
 #: chunk (about 2 GB: 8 M slots a step) and count (4 M cells to check)
 HEAVY = [
     ("nccl-tree", "allreduce", "chunk", 1, 1 << 17, {"channels": 1, "count": 1}, N),
@@ -70,10 +70,14 @@ def test_the_largest_chunks_and_counts_check_or_are_refused_by_name(capsys, algo
     assert_extremes(capsys, algorithm, collective, option, low, high, others, n)
 
 
-def test_the_audited_nccl_tree_case_is_refused_with_the_limit(capsys):
-    """chunk 131072 with one element: k x chunk passes 2^19 at step 4 (past
-    the data, but the slot's activity is computed from the product)."""
+def test_the_audited_nccl_tree_case_checks_and_too_many_slots_are_refused_by_name(capsys):
+    """chunk 131072 with one element: k x chunk passed 2^19 at step 4 (past
+    the data, but the slot's activity was computed from the product); the
+    transfer now uses k only where it names a chunk, so the schedule is
+    built and checks. What still cannot fit the bit-vectors, the slots of a
+    step, is refused naming the options."""
     code, err = run_check(capsys, "nccl-tree", "allreduce", {"channels": 1, "chunk": 131072, "count": 1}, 5)
-    assert (code, err) == (2, "collspec check: error: nccl-tree allreduce, 5 ranks, options channels=1, chunk=131072, count=1: the transfer at "
-                              "step 4, rank 1, slot 0 depends on a value past the proofs' 20-bit vectors (signed, from -2^19 to 2^19 - 1); "
-                              "use smaller options or fewer ranks\n")
+    assert (code, err) == (0, "")
+    code, err = run_check(capsys, "nccl-tree", "allreduce", {"channels": 2, "chunk": 131072, "parts": "131071,1"}, 5)
+    assert (code, err) == (2, "collspec check: error: nccl-tree: options count=131072, chunk=131072, parts=131071,1 give 786426 slots a step "
+                              "(channels used x longest message x 3), past the proofs' 20-bit vectors (at most 524287); use a smaller chunk or count\n")

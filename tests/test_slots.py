@@ -82,7 +82,7 @@ def _cli(*args):
 
 def test_cli_slots_report_and_bad_input():
     ring = ["-a", "nccl-ring", "-n", "4", "--option", "channels=1", "--option", "chunk=16", "--option", "count=64"]
-    dead = _cli(*ring, "--slots", "8")
+    dead = _cli(*ring, "--slots", "8", "--slot-size", "1")
     assert dead.returncode == 1 and "error deadlock (step 0): step 0 (loop 0 step 0: send -> recvReduceSend): ranks 0 -> 1 -> 2 -> 3 -> 0 each send 16 slots" in dead.stdout
     assert _cli(*ring, "--slots", "8", "--slot-size", "2").returncode == 0
     for option, message in ((["--slots", "0"], "--slots 0: a connection holds at least 1 slot (NCCL_STEPS is 8)"),
@@ -119,3 +119,25 @@ def test_nccl_pat_default_messages_are_one_nccl_slot_each():
     assert [v.kind for v in found] == ["deadlock"]
     assert found[0].message.startswith("step 0 (loop 0 message 0: distance 1, first offset 63): ranks 0 -> 1 -> 2")
     assert "each send 64 slots to the next before receiving" in found[0].message
+
+
+@pytest.mark.parametrize("algorithm, collective, options, cells", [
+    ("nccl-ring", "allreduce", ["count=600000"], 131072),            # Simple: 512 KiB of float32
+    ("nccl-ring", "allreduce", ["count=600000", "dtype=float16"], 262144),
+    ("nccl-ring", "allgather", ["count=300000", "protocol=ll"], 8192),  # LL: 32 KiB of data a slot
+    ("nccl-pat", "reduce_scatter", ["count=60000"], 131072),
+    ("nccl-tree", "allreduce", ["count=100000", "protocol=ll128"], 144000),
+])
+def test_nccl_algorithms_default_to_nccls_slot_so_nccls_own_chunks_never_deadlock(algorithm, collective, options, cells):
+    from collspec.cli import build_parser as _parser
+
+    # NCCL's ring chunk at its default size is ALLREDUCE_CHUNKSTEPS (4) of the 8 slots, PAT's and the
+    # tree's one: with the slot of NCCL's buffer as the default slot size, no false deadlock; with one
+    # cell a slot (the default for other algorithms and files) the same schedule deadlocks
+    from collspec.commands.check import builtin_slot_size
+
+    args = ["-a", algorithm, "-c", collective, "-n", "4", *[x for o in options for x in ("--option", o)], "--slots", "8"]
+    parsed = _parser().parse_args(["check", *args])
+    assert builtin_slot_size(parsed) == cells
+    assert _cli(*args).returncode == 0
+    assert _cli(*args, "--slot-size", "1").returncode == 1

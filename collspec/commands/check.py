@@ -41,8 +41,9 @@ def configure(parser):
     parser.add_argument("--slots", type=int, metavar="S",
                         help="bounded buffer slots per connection (NCCL_STEPS is 8): report the deadlock when a message does not fit; "
                              "built-in algorithms, JSON schedules and MSCCL XML")
-    parser.add_argument("--slot-size", type=int, default=1, metavar="K",
-                        help="cells (MSCCL: chunks) one slot holds, with --slots (default 1)")
+    parser.add_argument("--slot-size", type=int, default=None, metavar="K",
+                        help="cells (MSCCL: chunks) one slot holds, with --slots (default: NCCL's slot for the nccl-* "
+                             "algorithms, 512 KiB of data with the Simple protocol, in elements of the dtype; 1 otherwise)")
     parser.add_argument("--exact", dest="exact", action="store_true", default=None, help="always track contributions as exact multisets")
     parser.add_argument("--fingerprint", dest="exact", action="store_false", help="always track contributions by fingerprint (failures are still re-checked exactly)")
     parser.add_argument("--prove", action="store_true", help="also prove with Z3 that the outputs are right for all inputs (at the schedule's N)")
@@ -57,14 +58,14 @@ OPTIONS = {
     "root": (lambda n: 0, "broadcast, reduce, hub: the root rank, 0..N-1"),
     "chunks": (lambda n: 1, "ring broadcast and reduce: chunks of the pipelined chain"),
     "channels": (lambda n: 1, "nccl-*: channels the vector is split over (1..64)"),
-    "chunk": (lambda n: 1, "nccl-*: elements per chunk (nccl-ring: default NCCL's for the protocol and dtype; nccl-pat: NCCL's for the bytes)"),
+    "chunk": (lambda n: 1, "nccl-*: elements per chunk (nccl-ring, nccl-tree: default NCCL's for the protocol and dtype; nccl-pat: NCCL's for the bytes)"),
     "align": (lambda n: 1, "nccl-ring: elements a last-loop chunk is rounded to (default 16 / element size)"),
-    "dtype": (None, "nccl-ring, nccl-pat: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
-    "protocol": (None, "nccl-ring: NCCL's protocol, simple, ll or ll128 (default simple)"),
+    "dtype": (None, "nccl-*: the element type, a spec dtype name (float32, float16, bfloat16, int8, ...; default float32)"),
+    "protocol": (None, "nccl-ring, nccl-tree: NCCL's protocol, simple, ll or ll128 (default simple)"),
     "count": (lambda n: 0, "nccl-*: elements (per rank for reduce_scatter and allgather)"),
     "aggregation": (lambda n: 1, "nccl-pat: NCCL's aggFactor, a power of two up to N/2 (default NCCL's: min(8 postFreq, the most))"),
     "post": (lambda n: 1, "nccl-pat: blocks per message, NCCL's postFreq (default NCCL's, from chunk and count)"),
-    "parts": (None, "nccl-ring: elements per channel, by commas (3,2), in place of NCCL's split of a collective alone in its plan"),
+    "parts": (None, "nccl-ring, nccl-tree: elements per channel, by commas (3,2), in place of NCCL's split of a collective alone in its plan"),
     "rings": (None, "nccl-ring: ring orders, one per channel, ranks by commas, rings by '/' (0,1,2,3/0,2,1,3)"),
 }
 
@@ -175,7 +176,7 @@ def run(args) -> int:
         return _check_builtin(args)
     if args.option:
         raise CollspecError("--option is for --algorithm, not a FILE")
-    options = FileOptions(args.link_capacity, args.exact, _slots(args), args.slot_size, args.prove, locate=bool(args.sarif))
+    options = FileOptions(args.link_capacity, args.exact, _slots(args), 1 if args.slot_size is None else args.slot_size, args.prove, locate=bool(args.sarif))
     paths = batch.expand(args.files)
     if len(paths) == 1:
         args.file = paths[0]  # names the file in a malformed report written by the command line
@@ -255,9 +256,10 @@ def _check_builtin(args) -> int:
 
     slots = _slots(args)
     schedules = subjects(args)
+    slot_size = builtin_slot_size(args)
     violations, per_schedule = [], []
     for schedule in schedules:
-        result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=args.slot_size)
+        result = check(schedule, link_capacity=args.link_capacity, exact=args.exact, slots=slots, slot_size=slot_size)
         if args.prove:
             _prove(schedule, result)
             _print_proof(result.stats, args)
@@ -274,10 +276,27 @@ def _check_builtin(args) -> int:
     return emit(Report("check", subject, violations, stats), args)
 
 
+def builtin_slot_size(args) -> int:
+    """``--slot-size``, or when not given the cells of one NCCL connection
+    slot for the nccl-* algorithms (their cells are elements of the
+    ``dtype`` option; :func:`..models.generators.nccl_host.slot_elements`
+    with the ``protocol`` option, Simple for PAT), 1 for the others."""
+    if args.slot_size is not None:
+        return args.slot_size
+    if not (args.algorithm or "").startswith("nccl-"):
+        return 1
+    from ..models.generators import nccl_host
+
+    options = parse_options(args.option, args.algorithm, args.collective or "allreduce", parse_ranks(args.ranks))
+    itemsize = nccl_host.element_size(options.get("dtype") or nccl_host.DEFAULT_DTYPE)
+    return nccl_host.slot_elements(options.get("protocol") or nccl_host.DEFAULT_PROTOCOL, itemsize)
+
+
 def _slots(args) -> int | None:
     """``--slots`` and ``--slot-size`` checked (bad input: CollspecError naming the option)."""
     slots = getattr(args, "slots", None)
-    size = getattr(args, "slot_size", 1)
+    size = getattr(args, "slot_size", None)
+    size = 1 if size is None else size
     if slots is not None and slots < 1:
         raise CollspecError(f"--slots {slots}: a connection holds at least 1 slot (NCCL_STEPS is 8)")
     if size < 1:

@@ -25,6 +25,10 @@ file and function):
   to the protocol's grain (512 bytes Simple, 16 LL, 1920 LL128). Default
   buffers (``computeBuffSizes``, ``src/init.cc``): 4 MiB Simple, 512 KiB LL,
   4,800 KiB LL128.
+- **Tree chunk** (``calcCollChunking`` with NCCL_ALGO_TREE, once per part):
+  the same step buffer without chunk steps (512 KiB Simple, 32 KiB LL,
+  576,000 bytes LL128), LL128's halved for small parts by a rule on the
+  part's bytes and the tree's node count (:func:`tree_chunk_table`).
 - **PAT chunk size** (``calcCollChunking`` again; PAT runs Simple only).
   PAT's chunk steps are 1, so it starts from one Simple step (4 MiB / 8 =
   512 KiB) and halves it while it is above 64 KiB and ``chunk x nChannels x
@@ -151,15 +155,23 @@ def channel_split(collective: str, n: int, count: int, itemsize: int, protocol: 
     return [int(p) for p in split_terms(collective, n, count, itemsize, protocol, channels) if int(p)]
 
 
-def chunk_bytes(collective: str, protocol: str) -> int:
-    """The ring's chunk in bytes (``calcCollChunking``, default buffers)."""
-    _, grain, buffer = PROTOCOLS[protocol]
-    chunk = buffer // STEPS * (CHUNK_STEPS[collective] if protocol == "simple" else 1)
+def step_chunk_bytes(protocol: str, chunk_steps: int = 1) -> int:
+    """``calcCollChunking``'s chunk before any algorithm's adjustment and
+    before rounding to the grain: the protocol's default buffer over
+    NCCL_STEPS, times ``chunk_steps`` (the ring's with Simple, 1 for every
+    other algorithm and protocol), halved for LL, 15/16 of it for LL128."""
+    chunk = PROTOCOLS[protocol][2] // STEPS * chunk_steps
     if protocol == "ll":
         chunk //= 2
     if protocol == "ll128":
         chunk = chunk // 16 * 15
-    return chunk // grain * grain
+    return chunk
+
+
+def chunk_bytes(collective: str, protocol: str) -> int:
+    """The ring's chunk in bytes (``calcCollChunking``, default buffers)."""
+    grain = PROTOCOLS[protocol][1]
+    return step_chunk_bytes(protocol, CHUNK_STEPS[collective] if protocol == "simple" else 1) // grain * grain
 
 
 def chunk_elements(collective: str, itemsize: int, protocol: str) -> int:
@@ -168,7 +180,7 @@ def chunk_elements(collective: str, itemsize: int, protocol: str) -> int:
 
 
 #: PAT's chunk (``calcCollChunking``): one Simple step, halved down to at most the floor
-PAT_START, PAT_FLOOR = PROTOCOLS["simple"][2] // STEPS, 64 << 10
+PAT_START, PAT_FLOOR = step_chunk_bytes("simple", 1), 64 << 10
 #: the factor of the halving test: chunk x nChannels x factor > bytes
 PAT_FACTOR = {"allgather": 32, "reduce_scatter": 16}
 
@@ -218,3 +230,80 @@ def pat_chunk_elements(collective: str, n, count: int, itemsize: int):
 def align_elements(collective: str, itemsize: int) -> int:
     """Elements a last-loop all-reduce chunk is rounded up to: 16 / sizeof(T)."""
     return max(1, 16 // itemsize) if collective == "allreduce" else 1
+
+
+# -- the tree all-reduce's chunk (NCCL_ALGO_TREE) -----------------------------------------------
+
+#: ``calcCollChunking``'s LL128 tree loops, with one rank per node (nNodes = N,
+#: ppn = 1, nstepsLL128 = 1 + log2i(N) + 0.1): halve the chunk while the part's
+#: bytes over the chunk are below ``nstepsLL128 * factor`` and the chunk is
+#: above ``limit``; as integers, ``bytes // chunk < factor * log2i(N) + bound``
+#: (bound = ceil(1.1 factor); 1.1 factor is never an integer).
+#: (limit, factor, bound) of the first and the second loop.
+TREE_LL128_LOOPS = ((131072, 64, 71), (32768, 16, 18))
+
+
+def tree_chunk_table(protocol: str, part_bytes: int) -> list[tuple[int, int]]:
+    """The tree all-reduce's chunk in bytes for a channel part of
+    ``part_bytes``, as a step function of log2i(N): ``[(levels, chunk), ...]``
+    with ``levels`` ascending from 0, the chunk being the last entry whose
+    ``levels`` <= log2i(N). ``calcCollChunking`` with NCCL_ALGO_TREE, called
+    once per part (lo / mid / hi) with nChannels = 1, default buffers: the
+    protocol's step buffer (chunk steps 1: the ring's chunk steps do not
+    apply), LL halved, LL128 15/16 and then halved by
+    :data:`TREE_LL128_LOOPS` for small parts; rounded down to the grain.
+    Simple and LL have one entry (no dependence on the part or on N).
+
+    >>> tree_chunk_table("simple", 48), tree_chunk_table("ll", 48)
+    ([(0, 524288)], [(0, 32768)])
+    >>> tree_chunk_table("ll128", 100 << 20)
+    [(0, 576000), (2, 288000), (5, 144000), (11, 71040), (90, 34560), (181, 17280)]
+    """
+    grain = PROTOCOLS[protocol][1]
+    chunk = step_chunk_bytes(protocol, 1)
+    table, levels = [(0, chunk)], 0
+    if protocol == "ll128":
+        for limit, factor, bound in TREE_LL128_LOOPS:
+            while chunk > limit:
+                # halved iff part_bytes // chunk < factor * L + bound, i.e. L >= need
+                need = max(0, (part_bytes // chunk - bound) // factor + 1)
+                levels = max(levels, need)  # and every earlier halving happened
+                chunk //= 2
+                table.append((levels, chunk))
+    return [(levels, chunk // grain * grain) for levels, chunk in table]
+
+
+def tree_chunk_bytes(protocol: str, part_bytes: int, n: int) -> int:
+    """:func:`tree_chunk_table` at N = n ranks (one rank per node).
+
+    >>> tree_chunk_bytes("ll128", 4 << 30, 4), tree_chunk_bytes("ll128", 1 << 20, 4)
+    (576000, 17280)
+    """
+    levels = int(n).bit_length() - 1  # log2i
+    return [chunk for need, chunk in tree_chunk_table(protocol, part_bytes) if need <= levels][-1]
+
+
+def tree_chunk_elements(itemsize: int, protocol: str, part: int, n):
+    """The tree kernel's chunkCount for a part of ``part`` elements of
+    ``itemsize`` bytes, at most ``part`` (at least 1): the kernel sends
+    ``min(chunkCount, what is left)``, so a chunk past the part sends the
+    part, the same as the part as chunk. chunkCount is
+    :func:`tree_chunk_bytes` / sizeof(T) (chunkGrains x grain / sizeof(T) in
+    ``ncclCollCbdPart``; every grain is a multiple of every element size).
+    ``n`` an int or a Z3 term: the result is then a chain of ``where`` on
+    log2i(N) over small constants, so a proof's bit-vectors never hold a
+    byte count."""
+    levels = ix.floor_log2(n)
+    result = None
+    for need, chunk in tree_chunk_table(protocol, part * itemsize):
+        value = max(1, min(part, chunk // itemsize))
+        result = value if result is None else ix.where(levels >= need, value, result)
+    return result if type(result).__module__.startswith("z3") else int(result)
+
+
+def slot_elements(protocol: str, itemsize: int) -> int:
+    """Elements of ``itemsize`` bytes one connection slot carries: the
+    protocol's default buffer over NCCL_STEPS, its data part (half for LL,
+    15/16 for LL128), at least 1. A ring chunk of the Simple protocol is
+    ``CHUNK_STEPS`` such slots; PAT's and the tree's chunks are one."""
+    return max(1, step_chunk_bytes(protocol, 1) // itemsize)

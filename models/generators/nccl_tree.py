@@ -15,12 +15,19 @@ rank per node.
 - Tree 1 (``ncclGetDtree``): the mirror of tree 0 (rank r has label
   N - 1 - r) for even N, tree 0 shifted by one (rank r has label r - 1 mod
   N) for odd N.
-- Channels: the vector is cut into contiguous channel parts of
-  ``divUp(count, C)`` elements (the last one the rest; not NCCL's host
-  split, which ``nccl-ring`` models: see docs/nccl.md); the first half of the channels run on tree 0, the rest on
-  tree 1 (``connectTrees`` in ``src/graph/connect.cc`` puts channel c and
-  c + nChannels on the two trees). Each channel walks its part in chunks of
-  ``chunk`` elements (the last one short).
+- Channels: the vector is cut into contiguous channel parts as NCCL 2.30's
+  host cuts any all-reduce (:mod:`.nccl_host`, ``scheduleCollTasksToPlan``:
+  cells of 16 KiB, 32 KiB of traffic, or 4 KiB with LL; fewer channels for small vectors, the
+  remainder in the last used channel), or as ``parts`` gives them. The
+  first half of the channels run on tree 0, the rest on tree 1
+  (``connectTrees`` in ``src/graph/connect.cc`` puts search channel c on
+  tree 0 and its copy c + nChannels on tree 1, and the communicator's
+  channels are those doubled ones, so ``channels`` C is taken as that
+  doubled count); a small vector that NCCL puts on channel 0 alone runs on
+  tree 0 alone. Each channel walks its part in chunks of its chunkCount
+  elements (the last one short): NCCL's tree chunk for the protocol, the
+  element size and, for LL128, the part's bytes and N
+  (:func:`.nccl_host.tree_chunk_elements`), or ``chunk`` for every channel.
 - Schedule (``runTreeSplit`` in ``src/device/all_reduce.h``: the reduce up
   and the broadcast down run at once, the root reduces and sends down in one
   primitive). A rank at level L sends chunk k to its parent (reduce) at step
@@ -29,27 +36,53 @@ rank per node.
   copies chunk k to its children at step k + 2R - L. Up and down overlap in
   the pipeline: K chunks take K + 2R - 1 steps.
 
+  NCCL 2.30 runs ``runTreeSplit`` for every protocol, except with Simple on
+  a CUDA 11.2-11.3 build for sm_80 and newer (``runTreeUpDown``: all chunks
+  up, then all down); that variant sends the same messages on every
+  connection in the same order, at other steps.
+
 Slots: ``(channel, element of the chunk, role)`` with role 0 the send up,
-1 and 2 the sends to child 0 and child 1.
+1 and 2 the sends to child 0 and child 1; each channel up to the last used
+one has as many element slots as the longest message of any channel (its
+chunk or its whole part). Where chunk index x chunkCount could pass the
+proofs' bit-vectors the transfer uses the chunk index only where it names
+a chunk (:meth:`TreeLayout.wide`; the same schedule).
+
+Options: ``channels`` (1..64, default 2), ``count`` (elements, default 12),
+``dtype`` (a spec dtype name, default ``float32``), ``protocol``
+(``simple``, ``ll``, ``ll128``; default ``simple``), ``chunk`` (elements
+per chunk on every channel in place of NCCL's; stands for NCCL_BUFFSIZE or a
+tuner's chunk), ``parts`` (elements per channel in place of NCCL's split of
+a collective alone in its plan, as on ``nccl-ring``).
 
 >>> s = generate_tree(6, channels=2, chunk=1, count=4)
 >>> [t["parent"] for t in s.meta["trees"]]
 [[-1, 2, 4, 2, 0, 4], [1, 5, 3, 1, 3, -1]]
+>>> generate_tree(4, channels=4, count=10_000).meta["channel_table"]
+[{'tree': 0, 'count': 4096}, {'tree': 0, 'count': 4096}, {'tree': 1, 'count': 1808}]
+>>> layout_of(channels=2, count=100_000, protocol="ll128").chunks(4)
+[4320, 4320]
+>>> layout_of(channels=2, count=100_000).chunks(4)  # 131,072 float32, at most the part
+[53248, 46752]
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import indexing as ix
-from ..program import BITVEC, Program, Transfer
+from ..layout import ScheduleError
+from ..program import BITVEC, BITVEC_WIDTH, Program, Transfer
 from ..schedule import COPY, REDUCE, Schedule
+from . import nccl_host as host
 from .nccl_ring import MAX_CHANNELS, Layout, _integer, most_per_link
 
 ALGORITHM = "nccl-tree"
 #: cells stay well inside the proofs' 20-bit vectors
 MAX_CELLS = 1 << 17
-DEFAULTS = {"channels": 2, "chunk": 2, "count": 12}
+DEFAULTS = {"channels": 2, "count": 12}
 ROLES = 3
 
 
@@ -163,28 +196,120 @@ def tree_facts(n: int) -> dict:
     return {"ranks": n, "interior_in_both": both.tolist()}
 
 
-def tree_program(channels=None, chunk=None, count=None) -> Program:
+@dataclass(frozen=True)
+class TreeLayout:
+    """The channel parts (a :class:`.nccl_ring.Layout`: NCCL's host split or
+    the given ``parts``; for an all-reduce they do not depend on N) and
+    each channel's chunkCount: ``chunk`` if given, else NCCL's tree chunk for
+    the part (:func:`.nccl_host.tree_chunk_elements`, which depends on N
+    for LL128: a Z3 term when N is one)."""
+
+    parts_of: Layout
+    chunk: int | None
+    itemsize: int
+    protocol: str
+
+    @property
+    def channels(self) -> int:
+        return self.parts_of.channels
+
+    @property
+    def count(self) -> int:
+        return self.parts_of.count
+
+    def parts(self, n=None) -> list[int]:
+        """Elements of every channel, channel 0 first (0 where NCCL leaves it
+        empty), as ints: an all-reduce's split does not depend on N."""
+        return [int(p) for p in self.parts_of.parts(2)]
+
+    def chunks(self, n) -> list:
+        """chunkCount of every channel (1 for a channel left empty)."""
+        if self.chunk is not None:
+            return [self.chunk] * self.channels
+        return [host.tree_chunk_elements(self.itemsize, self.protocol, p, n) if p else 1 for p in self.parts()]
+
+    def used(self) -> int:
+        """Channels up to the last non-empty one: those that have slots."""
+        return max([c + 1 for c, p in enumerate(self.parts()) if p] or [1])
+
+    def _ints(self, n) -> list[int] | None:
+        chunks = self.chunks(n)
+        return chunks if all(isinstance(k, int) for k in chunks) else None
+
+    def chunk_of(self, c, n):
+        """Channel c's chunkCount: a plain int when every channel has the same."""
+        chunks = self.chunks(n)
+        if self._ints(n) is not None and len(set(chunks)) == 1:
+            return chunks[0]
+        return self.parts_of._pick(chunks, c)
+
+    def width(self, n):
+        """Element slots of one channel: the longest message of any channel,
+        min(chunkCount, part), at least 1."""
+        return _most([_least(chunk, part) for part, chunk in zip(self.parts(), self.chunks(n))], 1)
+
+    def short(self, n) -> bool:
+        """Whether some channel's chunk is below the width (its slots past the chunk stay idle)."""
+        ints = self._ints(n)
+        return ints is None or min(ints) < self.width(n)
+
+    def wide(self, n) -> bool:
+        """Whether k x chunkCount may pass the proofs' bit-vectors for some
+        k the transfer function meets (|k| below the chunks plus 2 R <= 32,
+        N <= 65536); then the transfer uses k only where it names a chunk."""
+        ints = self._ints(n)
+        return ints is None or (self.rounds(n) + 32) * max(ints) + self.width(n) >= 1 << (BITVEC_WIDTH - 1)
+
+    def rounds(self, n):
+        """Chunks of the channel with the most: max divUp(part, chunkCount)."""
+        return _most([-(-part // chunk) if isinstance(chunk, int) else ix.floordiv(part + chunk - 1, chunk)
+                      for part, chunk in zip(self.parts(), self.chunks(n))], 0)
+
+
+def _least(a, b):
+    """min(a, b): a Python int for ints, a Z3 term otherwise."""
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else ix.where(a < b, a, b)
+
+
+def _most(values: list, start):
+    """max(start, *values): a Python int for ints, a Z3 term otherwise."""
+    most = start
+    for value in values:
+        most = max(most, value) if isinstance(most, int) and isinstance(value, int) else ix.where(value > most, value, most)
+    return most
+
+
+def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> Program:
     """The transfer function (see the module text)."""
-    layout = layout_of(channels, chunk, count)
-    C, K = layout.channels, layout.chunk
+    layout = layout_of(channels, chunk, count, dtype, protocol, parts)
+    C = layout.channels
 
     def steps(n):
-        rounds = ix.floordiv(layout.most(n) + K - 1, K)
-        return ix.where(n >= 2, rounds + 2 * root_level(n) - 1, 0)
+        return ix.where(n >= 2, layout.rounds(n) + 2 * root_level(n) - 1, 0)
+
+    def slots(n):
+        return layout.used() * layout.width(n) * ROLES
 
     def transfer(n, s, r, j):
-        c = ix.floordiv(j, K * ROLES)
-        e = ix.floordiv(j, ROLES) % K
+        W = layout.width(n)
+        c = ix.floordiv(j, W * ROLES)
+        e = ix.floordiv(j, ROLES) % W
         role = j % ROLES
+        K = layout.chunk_of(c, n)
         tree = tree_of(c, C)
         x = to_label(r, n, tree)
         level = btree_level(x, n)
         up = role == 0
         k = ix.where(up, s - level, s - 2 * root_level(n) + level)
         peer = ix.where(up, ix.where(x == 0, -1, btree_parent(x, n)), btree_child(x, n, role - 1))
+        conditions = [peer >= 0, k >= 0] + ([e < K] if layout.short(n) else [])
+        if layout.wide(n):  # k x chunk past the bit-vectors for k past the last chunk: use k only where it is a chunk
+            rounds = layout.rounds(n)
+            conditions.append(k < rounds)
+            k = ix.where(ix.both(k >= 0, k < rounds), k, 0)
         cell_in_part = k * K + e
-        active = ix.both(peer >= 0, k >= 0, cell_in_part < layout.part(c, n))
-        cell = layout.off(c, n) + cell_in_part
+        active = ix.both(*conditions, cell_in_part < layout.parts_of.part(c, n))
+        cell = layout.parts_of.off(c, n) + cell_in_part
         return Transfer(active, to_rank(peer, n, tree), cell, cell, ix.where(up, REDUCE, COPY))
 
     def label(n, s):
@@ -197,29 +322,81 @@ def tree_program(channels=None, chunk=None, count=None) -> Program:
                 most = max(most, most_per_link(n, step))
         return most
 
+    def title(n):
+        if layout.chunk is not None:
+            chunks = str(layout.chunk)
+        else:  # NCCL's chunkCount of each used channel (a message carries at most the part)
+            size = layout.itemsize
+            used = {host.tree_chunk_bytes(layout.protocol, p * size, n) // size for p in layout.parts() if p} or {1}
+            chunks = "/".join(str(k) for k in sorted(used, reverse=True))
+        nccl = "" if layout.chunk is not None else f", {host.PROTOCOLS[layout.protocol][0]}, {layout.itemsize}-byte elements"
+        return f"{ALGORITHM} allreduce, {n} ranks, {C} channels, chunk {chunks}, {layout.count} elements{nccl}"
+
     return Program(
-        ALGORITHM, "allreduce", lambda n: layout.count, steps, lambda n: C * K * ROLES, transfer, label,
-        lambda: tree_program(channels, chunk, count), capacity=capacity, sort=BITVEC,
-        title=lambda n: f"{ALGORITHM} allreduce, {n} ranks, {C} channels, chunk {K}, {layout.count} elements",
-        meta={"channels": C, "chunk": K, "count": layout.count},
+        ALGORITHM, "allreduce", lambda n: layout.count, steps, slots, transfer, label,
+        lambda: tree_program(channels, chunk, count, dtype, protocol, parts), capacity=capacity, sort=BITVEC,
+        title=title, meta=_meta(layout),
     )
 
 
-def layout_of(channels=None, chunk=None, count=None) -> Layout:
+def _meta(layout: TreeLayout) -> dict:
+    """The options that fix the schedule's shape: channels, count, and chunk
+    and parts where given (NCCL's otherwise)."""
+    meta = {"channels": layout.channels, "chunk": layout.chunk, "count": layout.count}
+    if layout.chunk is None:
+        del meta["chunk"]
+    if layout.parts_of.equal is not None:
+        meta["parts"] = list(layout.parts())
+    return meta
+
+
+def layout_of(channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> TreeLayout:
+    """The checked options (ScheduleError naming the option otherwise)."""
     channels = _integer("channels", DEFAULTS["channels"] if channels is None else channels, 1, MAX_CHANNELS, ALGORITHM)
-    chunk = _integer("chunk", DEFAULTS["chunk"] if chunk is None else chunk, 1, MAX_CELLS, ALGORITHM)
+    try:
+        itemsize = host.element_size(host.DEFAULT_DTYPE if dtype is None else dtype)
+        protocol = host.protocol_of(host.DEFAULT_PROTOCOL if protocol is None else protocol)
+    except ScheduleError as error:
+        raise ScheduleError(f"{ALGORITHM}: {error}") from None
+    if chunk is not None:
+        chunk = _integer("chunk", chunk, 1, MAX_CELLS, ALGORITHM)
+    if count is None and isinstance(parts, (list, tuple)) and all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in parts):
+        count = sum(int(p) for p in parts)
     count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
-    per = -(-count // channels)
-    parts = [max(0, min(per, count - c * per)) for c in range(channels)]
-    return Layout("allreduce", count, channels, chunk, 1, None, 0, equal=parts)
+    given = None
+    if parts is not None:
+        if isinstance(parts, (int, np.integer)) and not isinstance(parts, bool):
+            parts = [parts]
+        if not isinstance(parts, (list, tuple)) or not 1 <= len(parts) <= channels:
+            raise ScheduleError(f"{ALGORITHM}: option parts must list 1 to {channels} channel parts (one per channel), got {parts!r}")
+        parts = [_integer("parts", p, 0, MAX_CELLS, ALGORITHM) for p in parts]
+        if sum(parts) != count:
+            raise ScheduleError(f"{ALGORITHM}: option parts must add up to count ({count}), got {'+'.join(map(str, parts))} = {sum(parts)}")
+        given = tuple(parts) + (0,) * (channels - len(parts))
+    split = Layout("allreduce", count, channels, 1, 1, None, 0, itemsize, protocol, equal=given)
+    layout = TreeLayout(split, chunk, itemsize, protocol)
+    slots = layout.used() * int(layout.width(2)) * ROLES  # the widest: LL128's chunk only shrinks as N grows
+    if slots >= 1 << (BITVEC_WIDTH - 1):
+        raise ScheduleError(f"{ALGORITHM}: options count={count}{'' if chunk is None else f', chunk={chunk}'}"
+                            f"{'' if given is None else ', parts=' + ','.join(map(str, parts))} give {slots} slots a step (channels used x longest "
+                            f"message x {ROLES}), past the proofs' {BITVEC_WIDTH}-bit vectors (at most {(1 << (BITVEC_WIDTH - 1)) - 1}); "
+                            f"use a smaller chunk or count")
+    return layout
 
 
-def generate_tree(n: int, channels=None, chunk=None, count=None) -> Schedule:
+def channel_table(n: int, **options) -> list[dict]:
+    """One entry per channel NCCL uses: its tree (0 or 1) and the elements
+    it carries, as ``collspec export --format json`` writes them."""
+    layout = layout_of(**options)
+    return [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
+
+
+def generate_tree(n: int, channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> Schedule:
     """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``."""
-    schedule = tree_program(channels, chunk, count).schedule(n)
+    options = {"channels": channels, "chunk": chunk, "count": count, "dtype": dtype, "protocol": protocol, "parts": parts}
+    schedule = tree_program(**options).schedule(n)
     schedule.meta["trees"] = trees(n)
-    layout = layout_of(channels, chunk, count)
-    schedule.meta["channel_table"] = [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
+    schedule.meta["channel_table"] = channel_table(n, **options)
     return schedule
 
 
