@@ -778,10 +778,16 @@ SPLITS = [
     (("allreduce", 8, 4096, 4, "simple", 2), [4096]),  # exactly one cell
     (("allreduce", 8, 4097, 4, "simple", 2), [4096, 1]),
     (("allreduce", 2, 1 << 20, 2, "simple", 4), [262144] * 4),  # 2 MiB: 128 cells of 8192, 32 each
-    (("allreduce", 2, 100_000, 4, "ll", 4), [7168, 30720, 30720, 31392]),  # LL: 4 KiB cells, more parts than channels
+    # LL: 4 KiB cells, and ncclPrepareTasks multiplies an LL task's trafficBytes by 4, so a
+    # channel's share of traffic is 4 x as large and the cells spread as with Simple:
+    # 98 cells, ceil(3,200,000 / 4 / 32768) = 25 a channel: 25, 25, 25 and 23 (less 352 elements)
+    (("allreduce", 2, 100_000, 4, "ll", 4), [25600, 25600, 25600, 23200]),
+    (("allreduce", 4, 10_000, 4, "ll", 4), [3072, 3072, 3072, 784]),  # 10 cells of 1024, 3 a channel
+    (("allgather", 4, 3000, 4, "ll", 4), [1024, 1024, 952]),  # as bytes: 2 KiB cells (32 KiB / (4 ranks x 4)), 2 a channel
+    (("broadcast", 2, 40_000, 2, "ll", 3), [16384, 16384, 7232]),  # 8 KiB cells, 4 a channel
     (("allreduce", 2, 100_000, 4, "ll128", 4), [28672, 28672, 28672, 13984]),
     (("reduce_scatter", 16, 1100, 4, "simple", 4), [512, 512, 76]),  # 2 KiB cells (32 KiB / 16 ranks)
-    (("reduce_scatter", 8, 100_000, 2, "ll", 4), [6656, 31232, 31232, 30880]),  # more parts than channels: spread
+    (("reduce_scatter", 8, 100_000, 2, "ll", 4), [25088, 25088, 25088, 24736]),  # 1 KiB cells, 49 a channel
     (("allgather", 4, 1025, 8, "simple", 2), [1024, 1]),  # moved as bytes: 8 KiB cells
     (("allgather", 8, 100_000, 4, "simple", 4), [25600, 25600, 25600, 23200]),
     (("broadcast", 4, 3 * 8192 + 5, 4, "simple", 8), [8192, 8192, 8192, 5]),  # 32 KiB cells, 1 byte of traffic per byte
@@ -828,7 +834,7 @@ def test_dtype_and_protocol_change_the_schedule():
     small = generate("nccl-ring", "allreduce", 4, channels=2, count=2000, dtype="float16")
     large = generate("nccl-ring", "allreduce", 4, channels=2, count=2000, dtype="float64", protocol="ll")
     assert channel_table("allreduce", 4, channels=2, count=2000, dtype="float16") == [{"ring": [0, 1, 2, 3], "count": 2000}]
-    assert [c["count"] for c in channel_table("allreduce", 4, channels=2, count=2000, dtype="float64", protocol="ll")] == [512, 1488]
+    assert [c["count"] for c in channel_table("allreduce", 4, channels=2, count=2000, dtype="float64", protocol="ll")] == [1024, 976]
     assert _messages(small) != _messages(large)
     # the last loop's chunk is rounded to 16 bytes: 8 float16, 2 float64
     assert _sent(generate("nccl-ring", "allreduce", 4, channels=1, count=10, dtype="float16"), 0)[1] == list(range(8))

@@ -5,7 +5,7 @@ collective in a plan of its own, restated (docs/nccl.md cites each rule's
 file and function):
 
 - **Element size.** All-gather and broadcast are moved as bytes
-  (``ncclTaskCollAppend`` in ``src/enqueue.cc`` turns their count into bytes
+  (``collTaskAppend`` in ``src/enqueue.cc`` turns their count into bytes
   of ``ncclInt8``); the other collectives keep the element type T.
 - **Channel split** (``scheduleCollTasksToPlan``, ``src/enqueue.cc``). The
   vector (per rank for reduce-scatter and all-gather) is cut into *cells* of
@@ -13,7 +13,9 @@ file and function):
   traffic per byte: 2 for all-reduce, N for reduce-scatter and all-gather, 1
   otherwise, times 4 for LL; rounded up to 16 bytes). Each channel gets
   about the traffic per channel (the collective's traffic, at least 32 KiB,
-  over the channels), in whole cells: the first ("lo") and the middle
+  over the channels; with LL that traffic is 4 times the bytes x traffic
+  per byte, as ``ncclPrepareTasks`` multiplies an LL task's
+  ``trafficBytes`` by 4), in whole cells: the first ("lo") and the middle
   channels get equal whole-cell parts, the last ("hi") the rest, and the
   element remainder comes off the last non-empty part. Small vectors use
   fewer channels than they may. The kernel reads the parts back with
@@ -120,7 +122,7 @@ def split_terms(collective: str, n, count: int, itemsize: int, protocol: str, ch
     size = kernel_size(collective, itemsize)
     total = count * itemsize // size
     per_byte = traffic_per_byte(collective, n) * (4 if protocol == "ll" else 1)
-    traffic = total * size * traffic_per_byte(collective, n)
+    traffic = total * size * per_byte  # the task's trafficBytes, x4 for LL (ncclPrepareTasks)
     traffic = ix.where(traffic < MIN_TRAFFIC, MIN_TRAFFIC, traffic)
     per_channel = _up(ix.floordiv(traffic, channels), 16) * 16
     cell_size = _up(_up(MIN_TRAFFIC, per_byte), 16) * 16
