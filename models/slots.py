@@ -19,9 +19,18 @@ So a rank is stuck in a step exactly when one of its oversized sends goes
 to a rank that is stuck; the ranks that never get free are a ``deadlock``,
 reported for the first step where it happens (nothing runs after it) with
 one cycle of sends through it. A chain of oversized sends (a broadcast
-pipeline) only waits; a cycle (every step of a ring) never ends. Channels
-between the same two ranks count as one connection (a conservative
-reading for several channels that share a step).
+pipeline) only waits; a cycle (every step of a ring) never ends.
+
+A connection is also per channel where the schedule says which cells each
+channel carries (``meta["channel_table"]``, as the nccl-ring and nccl-tree
+models and the schedule files they export hold it: channel c carries the
+c-th contiguous range of ``count`` elements of the vector, or of every
+rank's block): NCCL gives every channel its own connection to a peer, with
+NCCL_STEPS slots of its own, so 13 channels that each send one slot in a
+step need one slot on each of 13 connections, not 13 on one. Without a
+channel table, transfers between the same two ranks in a step count as
+one connection (a conservative reading for several channels that share a
+step).
 
 >>> from collspec.models.generators import generate
 >>> ring = generate("nccl-ring", "allreduce", 3, channels=1, chunk=4, count=12)
@@ -55,12 +64,19 @@ def slot_deadlocks(schedule: Schedule, slots: int = NCCL_STEPS, slot_size: int =
     """The first step where bounded slots deadlock ``schedule`` (see the module text), or []."""
     slots, slot_size = check_slots(slots, slot_size)
     n = schedule.ranks
+    channels = channel_ranges(schedule)
     for index, step in enumerate(schedule.steps):
         network = step.src != step.dst
         if not network.any():
             continue
         src, dst = step.src[network].astype(np.int64), step.dst[network].astype(np.int64)
-        pair, cells = np.unique(src * n + dst, return_counts=True)
+        key, width = src * n + dst, 1
+        if channels is not None:
+            bounds, total = channels
+            width = len(bounds)
+            key = key * width + np.searchsorted(bounds, step.src_chunk[network].astype(np.int64) % total, side="right")
+        pair, cells = np.unique(key, return_counts=True)
+        pair = pair // width  # the (src, dst) of each connection
         needed = -(-cells // slot_size)
         over = needed > slots
         if not over.any():
@@ -87,6 +103,21 @@ def slot_deadlocks(schedule: Schedule, slots: int = NCCL_STEPS, slot_size: int =
             details={"cycle": cycle, "slots": slots, "slot_size": slot_size, "slots_needed": need, "ranks_stuck": int(stuck.sum())},
         )]
     return []
+
+
+def channel_ranges(schedule: Schedule):
+    """``(bounds, total)`` from ``meta["channel_table"]``: a cell's channel is
+    ``searchsorted(bounds, cell % total, side="right")``, ``bounds`` the
+    cumulative counts and ``total`` their sum; None without a table, or where
+    the table does not cover the cells (``total`` or N x ``total`` of them)."""
+    table = (schedule.meta or {}).get("channel_table")
+    if not table:
+        return None
+    counts = [int(entry.get("count", 0)) for entry in table]
+    total = sum(counts)
+    if total <= 0 or any(c < 0 for c in counts) or schedule.layout.cells not in (total, schedule.ranks * total):
+        return None
+    return np.cumsum(counts, dtype=np.int64), total
 
 
 def _cycle(src, dst, need, stuck) -> tuple[list[int], list[int]]:

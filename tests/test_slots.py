@@ -141,3 +141,31 @@ def test_nccl_algorithms_default_to_nccls_slot_so_nccls_own_chunks_never_deadloc
     assert builtin_slot_size(parsed) == cells
     assert _cli(*args).returncode == 0
     assert _cli(*args, "--slot-size", "1").returncode == 1
+
+
+def test_each_nccl_channel_is_its_own_connection():
+    # NCCL gives every channel its own connection to a peer (NCCL_STEPS slots each): three
+    # channels of 12 elements, chunk 4, send 4 cells each on their own connection at step 0
+    # (fits 8 slots of 1 cell, not 3); without the channel table the 12 cells between the
+    # same two ranks count as one connection (the conservative reading for files)
+    ring = generate("nccl-ring", "allreduce", 3, channels=3, count=36, chunk=4, parts=[12, 12, 12])
+    assert slot_deadlocks(ring, slots=8) == []
+    (v,) = slot_deadlocks(ring, slots=3)
+    assert "ranks 0 -> 1 -> 2 -> 0 each send 4 slots to the next before receiving, and a connection holds 3 slots" in v.message
+    del ring.meta["channel_table"]
+    (v,) = slot_deadlocks(ring, slots=8)
+    assert "each send 12 slots to the next before receiving, and a connection holds 8 slots" in v.message
+
+
+@pytest.mark.parametrize("options", [
+    # LL: 9 channels of 16,384 float32 each send a full 32 KiB chunk (one slot of 8192) at step 0
+    ["-a", "nccl-ring", "-n", "2", "--option", "count=147456", "--option", "channels=9", "--option", "protocol=ll"],
+    # LL float64 on 18 channels: 9 on each tree, each a 4096-element chunk (one slot) up at step 0
+    ["-a", "nccl-tree", "-n", "2", "--option", "count=131072", "--option", "dtype=float64", "--option", "channels=18",
+     "--option", "protocol=ll"],
+])
+def test_nccls_own_chunks_on_many_channels_never_deadlock(options):
+    # more than 8 channels, each sending one of NCCL's chunks on its own connection: no deadlock
+    # at NCCL's 8 slots (read as one connection per rank pair, 9 slots would not fit)
+    result = _cli(*options, "--slots", "8")
+    assert result.returncode == 0 and "deadlock" not in result.stdout
