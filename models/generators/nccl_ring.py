@@ -200,6 +200,31 @@ def _slot(layout: Layout, j, n):
     return c, j - c * width
 
 
+def loop_base(layout: Layout, n, loop):
+    """Where all-reduce loop ``loop`` starts in its channel's part: loops of
+    ``N * chunk`` elements follow one another."""
+    return loop * n * layout.chunk
+
+
+def chunk_count(layout: Layout, n, rem):
+    """An all-reduce loop's chunkCount with ``rem`` elements of the part
+    left: ``chunk``, or in the last, partial loop (rem < N * chunk)
+    ``alignUp(divUp(rem, N), align)`` (NCCL's ``runRing``)."""
+    return ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
+
+
+def ring_loop(n, t, i, count, rem, e):
+    """One all-reduce loop at ring step t (0 .. 2N - 3) for the rank at ring
+    index i and element e of its chunk, the loop's chunkCount ``count`` and
+    ``rem`` elements left: ``(active, chunk index k, op)``. It sends chunk
+    ``(i - t - 1) mod N`` while reducing, ``(i - t + N - 1) mod N`` while
+    gathering; chunk k holds ``min(count, rem - k count)`` elements."""
+    reducing = t < n - 1
+    k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
+    nelem = _min(count, rem - k * count)
+    return ix.both(rem > 0, e < nelem), k, ix.where(reducing, REDUCE, COPY)
+
+
 def _allreduce(layout: Layout):
     def steps(n):
         return layout.loops(n, n * layout.chunk) * 2 * (n - 1)
@@ -209,14 +234,12 @@ def _allreduce(layout: Layout):
         loop = ix.floordiv(s, per_loop)
         t = s - loop * per_loop
         c, e = _slot(layout, j, n)
-        rem = layout.part(c, n) - loop * n * layout.chunk
-        chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
-        i = layout.index(c, r, n)
-        reducing = t < n - 1
-        k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
-        nelem = _min(chunk_count, rem - k * chunk_count)
-        cell = layout.off(c, n) + loop * n * layout.chunk + k * chunk_count + e
-        return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
+        base = loop_base(layout, n, loop)
+        rem = layout.part(c, n) - base
+        count = chunk_count(layout, n, rem)
+        active, k, op = ring_loop(n, t, layout.index(c, r, n), count, rem, e)
+        cell = layout.off(c, n) + base + k * count + e
+        return Transfer(active, layout.next(c, r, n), cell, cell, op)
 
     def label(n, s):
         per_loop = 2 * (n - 1)
@@ -407,6 +430,30 @@ def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
         lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root, channels), params={"root": root} if rooted else {},
         capacity=_link_load, root=root if rooted else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {channels} channel{'s' * (channels > 1)}, chunk 1, one loop",
+    )
+
+
+def options_layout(collective: str, chunk, align, count, root=0) -> Layout:
+    """The layout of :func:`options_program`: 1 channel, the identity ring, part ``count``."""
+    return Layout(collective, count, 1, chunk, align, None, root, equal=(count,))
+
+
+def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Program:
+    """The transfer function of ``collective`` on 1 channel (the identity
+    ring, the whole vector its part) with ``chunk``, ``align`` and ``count``
+    as parameters: Z3 variables in the proofs (:mod:`collspec.proofs.nccl_ring_loops`),
+    so one proof covers every chunk, alignment and count, hence any number
+    of loops. The transfer is :data:`BUILDERS`'s own; at ints its schedule
+    is ``generate_ring(collective, n, channels=1, chunk=chunk, align=align,
+    count=count, root=root)``'s (a test compares them)."""
+    rooted = collective in ("broadcast", "reduce")
+    layout = options_layout(collective, chunk, align, count, root)
+    steps, transfer, label = BUILDERS[collective](layout)
+    params = {"chunk": chunk, "align": align, "count": count, **({"root": root} if rooted else {})}
+    return Program(
+        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps, lambda n: layout.width(n),
+        transfer, label, lambda **values: options_program(collective, **values), params=params, capacity=_link_load, root=root if rooted else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements",
     )
 
 

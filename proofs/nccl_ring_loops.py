@@ -1,0 +1,214 @@
+"""nccl-ring for every N, chunk, alignment and count: loops as lemmas.
+
+With N, ``chunk``, ``align`` and ``count`` all solver variables, a cell of
+nccl-ring's all-reduce is ``loop N chunk + k chunkCount + e``: products of
+variables, which Z3 does not decide inside an induction. The proof splits
+the schedule the generator builds (:func:`collspec.models.generators.nccl_ring.options_program`,
+1 channel on the identity ring, the whole vector its part) into pieces,
+each a decided Z3 query on the generator's own functions, and composes them
+by an argument written here and in docs/proofs.md.
+
+**What is proved (Z3 queries), all-reduce.** For symbolic N >= 2, chunk in
+1..2^22, align >= 1 dividing chunk, count >= 0, step s, rank r, slot j:
+
+- ``loops`` (L): step s < steps(N) is ring step t = s mod 2(N-1) of loop
+  l = s div 2(N-1), and loop l has elements left (rem = count - base(l) >= 1,
+  base the generator's :func:`~collspec.models.generators.nccl_ring.loop_base`);
+  ``base(0) = 0``; a loop followed by another is full (rem >= N chunk) and
+  the next starts N chunk later; the last loop has rem <= N chunk and runs
+  all its 2(N-1) steps; a non-empty vector has a loop.
+- ``rounding`` (R): the loop's chunkCount cc (the generator's
+  :func:`~collspec.models.generators.nccl_ring.chunk_count`) is in
+  1..chunk, at most the program's width, and N cc covers the loop:
+  min(rem, N cc) = min(rem, N chunk), the loop's length.
+- ``cells`` (L): within a loop, (k, e) -> k cc + e maps the chunk elements
+  the loop sends (k < N, e < cc, k cc + e < rem) one to one onto
+  0 .. len - 1.
+- ``composition``: the generator's transfer at (s, r, j) is the loop
+  function :func:`~collspec.models.generators.nccl_ring.ring_loop` at
+  (t, ring index of r, cc, rem, element j), its cell ``base + k cc + j``,
+  and slots j >= cc are idle. (The transfer is written as this composition,
+  so Z3 usually finds the claim true by simplification: ``trivial``.)
+- the induction of :mod:`collspec.proofs.induction` on the *loop program*
+  (:func:`loop_program`): ``ring_loop`` for every cc in 1..2^22 and every
+  rem >= 1, its cell (k, e) numbered k M + e with the constant M = 2^22
+  (linear), against the ring's invariant on chunk index k.
+
+**The composition (argument, not a Z3 query).** By ``composition``, the
+steps of loop l are the loop program at (cc(l), rem(l)) with cell k M + e
+renamed to base(l) + k cc + e; by ``cells`` and ``rounding`` the renaming
+is one to one from the loop program's cells onto base(l) .. base(l) +
+len(l) - 1, and by ``loops`` these ranges, one per loop, follow one another
+from 0 to count with nothing between them. So the steps of loop l touch only
+its own cells, which hold their inputs until loop l starts (no earlier loop
+writes them) and, by the loop program's induction (every cell ends holding
+every rank's contribution of the same cell exactly once, reduces add into
+the same index), hold their results when it ends; no later loop writes
+them. Premises: the interpreter's semantics (as for every induction), and
+that renaming cells one to one in a schedule renames its states.
+"""
+
+from __future__ import annotations
+
+import z3
+
+from ..models import indexing as ix
+from ..models.generators import nccl_ring
+from ..models.program import Program, Transfer, as_term, symbolic
+from . import invariants
+from .induction import Invariant, queries, spec_check
+from .scope import Bound, Condition, Fixed, Scope
+from .solver import Outcome, Query, run_queries
+
+#: M: a loop program's cell (k, e) is numbered k M + e; M >= chunk >= cc
+STRIDE = nccl_ring.MAX_CELLS
+
+#: the options every row here covers: the generator's chunk range, align dividing chunk, any count
+OPTIONS = (
+    Bound("chunk", ">=", 1), Bound("chunk", "<=", STRIDE), Bound("align", ">=", 1), Bound("count", ">=", 0),
+    Condition("align divides chunk", ("chunk", "align"), lambda chunk, align: chunk % align == 0),
+    Fixed("channels", lambda n: 1, "1 channel on the identity ring, any number of loops"),
+)
+
+
+def scope(collective: str) -> Scope:
+    """The scope of ``nccl-ring.<collective>-exactly-once``."""
+    rooted = (Bound("root", ">=", 0), Bound("root", "<", "N")) if collective in ("broadcast", "reduce") else ()
+    return Scope.all_n(*rooted, *OPTIONS)
+
+
+# -- all-reduce ----------------------------------------------------------------------------------
+
+
+def loop_program(cc, rem) -> Program:
+    """One all-reduce loop with chunkCount ``cc`` and ``rem`` elements left:
+    :func:`nccl_ring.ring_loop` at ring step t, rank r (its ring index on the
+    identity ring, :class:`nccl_ring.Layout`'s), element j of its chunk; cell
+    (k, j) numbered k M + j."""
+    layout = nccl_ring.options_layout("allreduce", 1, 1, 1)
+
+    def transfer(n, t, r, j):
+        active, k, op = nccl_ring.ring_loop(n, t, layout.index(0, r, n), cc, rem, j)
+        cell = k * STRIDE + j
+        return Transfer(active, layout.next(0, r, n), cell, cell, op)
+
+    return Program(
+        "nccl-ring", "allreduce", lambda n: n * STRIDE, lambda n: 2 * (n - 1), lambda n: cc, transfer, lambda n, s: ("loop", f"step {s}"),
+        lambda cc, rem: loop_program(cc, rem), params={"cc": cc, "rem": rem},
+    )
+
+
+def loop_invariant(n, cc, rem) -> Invariant:
+    """The ring's all-reduce invariant on chunk index k = c div M, for the
+    loop's cells (k < N, e < cc, k cc + e < rem); the witness slot of cell c
+    is its element c mod M."""
+    ring = invariants.ring_allreduce(0)
+
+    def chunk(c):
+        return ix.floordiv(c, STRIDE)
+
+    def prev(n_, s, r, c, *rest):
+        return ix.ring_prev(r, n_), c % STRIDE
+
+    return Invariant(
+        lambda *a: True,
+        lambda n_, s, r, c, x, k: ix.both(k == c, ring.holds(n_, s, r, chunk(c), x, chunk(c))),
+        prev, prev,
+        premises=(Bound("cc", ">=", 1), Bound("cc", "<=", STRIDE), Bound("rem", ">=", 1)),
+        cells=lambda params, c: [0 <= c, chunk(c) < n, c % STRIDE < cc, chunk(c) * cc + c % STRIDE < rem],
+    )
+
+
+def _real(collective: str):
+    made = nccl_ring.options_program(collective)
+    sym, v = symbolic(made)
+    layout = nccl_ring.options_layout(collective, v["chunk"], v["align"], v["count"], v.get("root", 0))
+    return sym, v, layout
+
+
+def _smaller(a, b):
+    return z3.If(a < b, a, b)
+
+
+def allreduce_lemmas() -> list:
+    """``loops``, ``rounding``, ``cells``, ``composition`` (module text)."""
+    sym, v, layout = _real("allreduce")
+    n, s, r, j, chunk, count = v["N"], v["s"], v["r"], v["j"], v["chunk"], v["count"]
+    l, k, e, k2, e2, o, rem = z3.Ints("l k e k2 e2 o rem")
+    domain = scope("allreduce").assertions(v)
+    steps, width = as_term(sym.steps(n), n), as_term(sym.width(n), n)
+    per = 2 * (n - 1)
+    loops = as_term(layout.loops(n, n * chunk), n)
+    part = layout.part(0, n)
+
+    def base(loop):
+        return as_term(nccl_ring.loop_base(layout, n, loop), n)
+
+    cc = as_term(nccl_ring.chunk_count(layout, n, rem), n)
+    loop = domain + [0 <= l, l < loops]
+    left = domain + [1 <= rem, rem <= part]
+    step = domain + [0 <= s, s < steps]
+    loop_of_s = s / per
+    t = s - loop_of_s * per
+    rem_s = part - base(loop_of_s)
+    cc_s = as_term(nccl_ring.chunk_count(layout, n, rem_s), n)
+    active, chunk_index, op = nccl_ring.ring_loop(n, t, layout.index(0, r, n), cc_s, rem_s, j)
+    real = sym.transfer(n, s, r, j)
+    real = Transfer(*(as_term(f, n) for f in (real.active, real.dst, real.src_chunk, real.dst_chunk, real.op)))
+    cell = base(loop_of_s) + chunk_index * cc_s + j
+    sends = [0 <= k, k < n, 0 <= e, e < cc, k * cc + e < rem]
+    return [
+        Query("loops: the steps are whole loops of 2(N-1), loop 0 starts at element 0, and a non-empty vector has a loop", domain,
+              z3.And(steps == loops * per, base(0 * n) == 0, z3.Implies(part >= 1, loops >= 1))),
+        Query("loops: step s is step s mod 2(N-1) of loop s div 2(N-1)", step, z3.And(0 <= loop_of_s, loop_of_s < loops, 0 <= t, t < per)),
+        Query("loops: every loop has elements left", loop, z3.And(part - base(l) >= 1, part - base(l) <= part)),
+        Query("loops: a loop followed by another is full, and the next starts N chunk later", loop + [l + 1 < loops],
+              z3.And(part - base(l) >= n * chunk, base(l + 1) == base(l) + n * chunk)),
+        Query("loops: the last loop ends the vector", loop + [l + 1 == loops], part - base(l) <= n * chunk),
+        Query("rounding: chunkCount is in 1..chunk", left, z3.And(cc >= 1, cc <= chunk)),
+        Query("rounding: chunkCount is at most the width", left, cc <= width),
+        Query("rounding: N chunkCount covers the loop (min(rem, N chunkCount) = min(rem, N chunk))", left,
+              _smaller(rem, n * cc) == _smaller(rem, n * chunk)),
+        Query("rounding: a full loop's chunkCount is chunk", left + [rem >= n * chunk], cc == chunk),
+        Query("cells: (k, e) -> k chunkCount + e is one to one on the elements a loop sends",
+              left + sends + [0 <= k2, k2 < n, 0 <= e2, e2 < cc, k2 * cc + e2 < rem, k * cc + e == k2 * cc + e2], z3.And(k == k2, e == e2)),
+        Query("cells: every element o < min(rem, N chunkCount) is one a loop sends, at (o div chunkCount, o mod chunkCount)",
+              left + [0 <= o, o < _smaller(rem, n * cc)], z3.And(o / cc < n, (o / cc) * cc + o % cc == o, o % cc < cc, o % cc >= 0, o < rem)),
+        Query("composition: the transfer is the loop function at (step t, ring index, chunkCount, rem, element j), cell base + k chunkCount + j",
+              step + [0 <= r, r < n, 0 <= j, j < width],
+              z3.And(real.active == active,
+                     z3.Implies(active, z3.And(j < cc_s, real.dst == layout.next(0, r, n), real.src_chunk == cell, real.dst_chunk == cell, real.op == op)))),
+    ]
+
+
+def allreduce_proof() -> Outcome:
+    made = loop_program(1, 1)
+    v = symbolic(made)[1]
+    return run_queries([spec_check("allreduce"), *allreduce_lemmas(),
+                        *(opaque_products(q, v["cc"]) for q in queries(made, loop_invariant(v["N"], v["cc"], v["rem"])))])
+
+
+def opaque_products(query: Query, factor) -> Query:
+    """``query`` with every product ``a * factor`` replaced by ``times(a, factor)``,
+    ``times`` an uninterpreted function: a claim proved for every function
+    ``times`` holds for multiplication (the query only generalises). It
+    keeps a loop program's products with its chunkCount out of nonlinear
+    arithmetic, where no claim needs more than ``a = b -> a cc = b cc``."""
+    times = z3.Function("times", z3.IntSort(), z3.IntSort(), z3.IntSort())
+
+    def rewrite(term):
+        found, stack, seen = [], [term], set()
+        while stack:
+            t = stack.pop()
+            if t.get_id() in seen or not z3.is_app(t):
+                continue
+            seen.add(t.get_id())
+            if t.decl().kind() == z3.Z3_OP_MUL and any(c.eq(factor) for c in t.children()):
+                rest = [c for c in t.children() if not c.eq(factor)]
+                other = rest[0] if len(rest) == 1 else z3.Product(*rest)
+                found.append((t, times(rewrite(other), factor)))
+                continue
+            stack.extend(t.children())
+        return z3.substitute(term, *found) if found else term
+
+    return Query(query.name, [rewrite(p) for p in query.premises], rewrite(query.claim), [rewrite(w) for w in query.when], [rewrite(c) for c in query.case])
