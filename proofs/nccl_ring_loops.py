@@ -212,3 +212,102 @@ def opaque_products(query: Query, factor) -> Query:
         return z3.substitute(term, *found) if found else term
 
     return Query(query.name, [rewrite(p) for p in query.premises], rewrite(query.claim), [rewrite(w) for w in query.when], [rewrite(c) for c in query.case])
+
+
+# -- reduce-scatter and all-gather -----------------------------------------------------------------
+
+
+def block_loop_program(collective: str, length) -> Program:
+    """One reduce-scatter or all-gather loop of ``length`` elements of every
+    block: :func:`nccl_ring.block_loop` at ring step t, rank r, element j;
+    cell (block b, j) numbered b M + j (N M cells, blocks of M)."""
+    layout = nccl_ring.options_layout(collective, 1, 1, 1)
+    reduce = collective == "reduce_scatter"
+
+    def transfer(n, t, r, j):
+        active, b = nccl_ring.block_loop(n, t, layout.position(0, r, n), length, j, reduce)
+        cell = layout.rank_at(0, b, n) * STRIDE + j
+        return Transfer(active, layout.next(0, r, n), cell, cell, nccl_ring.REDUCE if reduce else nccl_ring.COPY)
+
+    return Program(
+        "nccl-ring", collective, lambda n: n * STRIDE, lambda n: n - 1, lambda n: length, transfer, lambda n, s: ("loop", f"step {s}"),
+        lambda length: block_loop_program(collective, length), params={"length": length},
+    )
+
+
+def block_loop_invariant(collective: str, n, length) -> Invariant:
+    """The ring's reduce-scatter (all-gather) invariant on block b = c div M,
+    for the loop's cells (b < N, e < length); the witness slot of cell c is
+    its element c mod M."""
+    from dataclasses import replace
+
+    made = invariants.ring_allreduce(0, phases=1) if collective == "reduce_scatter" else invariants.ring_allgather()
+
+    def block(c):
+        return ix.floordiv(c, STRIDE)
+
+    def prev(n_, s, r, c, *rest):
+        return ix.ring_prev(r, n_), c % STRIDE
+
+    return replace(
+        made,
+        defined=lambda n_, s, r, c: made.defined(n_, s, r, block(c)),
+        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, block(c), x, block(c))),
+        writer=prev, source=prev,
+        premises=(Bound("length", ">=", 1), Bound("length", "<=", STRIDE)),
+        cells=lambda params, c: [0 <= c, block(c) < n, c % STRIDE < length],
+    )
+
+
+def block_lemmas(collective: str) -> list:
+    """``loops``, ``blocks`` and ``composition`` for reduce-scatter or all-gather."""
+    from .induction import EXPECTED
+
+    sym, v, layout = _real(collective)
+    n, s, r, j, chunk, count = v["N"], v["s"], v["r"], v["j"], v["chunk"], v["count"]
+    l, b, b2, o, o2, c = z3.Ints("l b b2 o o2 c")
+    domain = scope(collective).assertions(v)
+    steps, width, chunks = (as_term(f(n), n) for f in (sym.steps, sym.width, sym.chunks))
+    per = n - 1
+    loops = as_term(layout.loops(n, chunk), n)
+    part = layout.part(0, n)
+    reduce = collective == "reduce_scatter"
+    loop = domain + [0 <= l, l < loops]
+    step = domain + [0 <= s, s < steps]
+    loop_of_s = s / per
+    t = s - loop_of_s * per
+    base = loop_of_s * chunk
+    length = _smaller(chunk, part - base)
+    active, index = nccl_ring.block_loop(n, t, layout.position(0, r, n), length, j, reduce)
+    real = sym.transfer(n, s, r, j)
+    real = Transfer(*(as_term(f, n) for f in (real.active, real.dst, real.src_chunk, real.dst_chunk, real.op)))
+    cell = layout.rank_at(0, index, n) * count + base + j
+    owned = EXPECTED[collective][1 if reduce else 0]
+    return [
+        Query("loops: the steps are whole loops of N - 1, and a non-empty vector has a loop", domain,
+              z3.And(steps == loops * per, z3.Implies(part >= 1, loops >= 1))),
+        Query("loops: step s is step s mod (N - 1) of loop s div (N - 1)", step, z3.And(0 <= loop_of_s, loop_of_s < loops, 0 <= t, t < per)),
+        Query("loops: every loop has elements left", loop, part - l * chunk >= 1),
+        Query("loops: a loop followed by another is full", loop + [l + 1 < loops], part - l * chunk >= chunk),
+        Query("loops: the last loop ends the block", loop + [l + 1 == loops], part - l * chunk <= chunk),
+        Query("loops: a loop's length is in 1..chunk and the width", loop, z3.And(_smaller(chunk, part - l * chunk) >= 1, _smaller(chunk, part - l * chunk) <= width)),
+        Query("blocks: (b, o) -> b count + o is one to one for o < count", domain + [0 <= b, b < n, 0 <= b2, b2 < n, 0 <= o, o < count, 0 <= o2, o2 < count, b * count + o == b2 * count + o2],
+              z3.And(b == b2, o == o2)),
+        Query("blocks: every cell c < N count is (c div count, c mod count), and its block is the collective's", domain + [0 <= c, c < chunks],
+              z3.And(c / count < n, (c / count) * count + c % count == c, c % count >= 0, c % count < count,
+                     _bool(owned(n, chunks, c / count, c, 0)), z3.Not(_bool(owned(n, chunks, c / count + 1, c, 0))),
+                     z3.Not(_bool(owned(n, chunks, c / count - 1, c, 0))))),
+        Query("composition: the transfer is the loop function at (step t, ring index, length, element j), cell block count + base + j",
+              step + [0 <= r, r < n, 0 <= j, j < width],
+              z3.And(real.active == active, z3.Implies(active, z3.And(real.dst == layout.next(0, r, n), real.src_chunk == cell, real.dst_chunk == cell)))),
+    ]
+
+
+def _bool(value):
+    return as_term(value, None)
+
+
+def block_proof(collective: str) -> Outcome:
+    made = block_loop_program(collective, 1)
+    v = symbolic(made)[1]
+    return run_queries([spec_check(collective), *block_lemmas(collective), *queries(made, block_loop_invariant(collective, v["N"], v["length"]))])

@@ -250,6 +250,14 @@ def _allreduce(layout: Layout):
     return steps, transfer, label
 
 
+def block_loop(n, t, i, length, e, reduce: bool):
+    """One reduce-scatter (``reduce``) or all-gather loop at ring step t
+    (0 .. N - 2) for the rank at ring index i and element e of the loop's
+    ``length`` elements of every block: ``(active, ring index of the rank
+    whose block it sends)``, ``i - 1 - t`` or ``i - t`` mod N."""
+    return e < length, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n)
+
+
 def _block_ring(layout: Layout, reduce: bool):
     """Reduce-scatter (``reduce``) or all-gather: N - 1 steps per loop of ``chunk``."""
 
@@ -260,11 +268,12 @@ def _block_ring(layout: Layout, reduce: bool):
         loop = ix.floordiv(s, n - 1)
         t = s - loop * (n - 1)
         c, e = _slot(layout, j, n)
-        rem = layout.part(c, n) - loop * layout.chunk
-        i = layout.position(c, r, n)
-        block = layout.rank_at(c, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n), n)
-        cell = block * layout.count + layout.off(c, n) + loop * layout.chunk + e
-        return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+        base = loop * layout.chunk
+        rem = layout.part(c, n) - base
+        active, b = block_loop(n, t, layout.position(c, r, n), _min(layout.chunk, rem), e, reduce)
+        block = layout.rank_at(c, b, n)
+        cell = block * layout.count + layout.off(c, n) + base + e
+        return Transfer(active, layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
 
     def label(n, s):
         loop, t = divmod(int(s), n - 1)
@@ -277,6 +286,19 @@ def _block_ring(layout: Layout, reduce: bool):
     return steps, transfer, label
 
 
+def chain_step(n, s, q, reduce: bool):
+    """The pipelined chain at step s for the rank at chain position q (its
+    distance from the root along the ring): ``(sends, chunk index k)``; a
+    broadcast's positions 0 .. N - 2 send chunk s - q, a reduce's 1 .. N - 1
+    chunk s - q + 1."""
+    return (q >= 1, s - (q - 1)) if reduce else (q <= n - 2, s - q)
+
+
+def chain_fits(layout: Layout, c, n, k, e):
+    """Element e of chunk k is in channel c's part: ``e < min(chunk, part - k chunk)``."""
+    return e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)
+
+
 def _chain(layout: Layout, reduce: bool):
     """Broadcast from the root, or reduce into it, along each channel's ring."""
 
@@ -286,11 +308,9 @@ def _chain(layout: Layout, reduce: bool):
     def transfer(n, s, r, j):
         c, e = _slot(layout, j, n)
         q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
-        k = s - (q - 1) if reduce else s - q
-        sends = q >= 1 if reduce else q <= n - 2
+        sends, k = chain_step(n, s, q, reduce)
         cell = layout.off(c, n) + k * layout.chunk + e
-        return Transfer(ix.both(sends, k >= 0, e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)), layout.next(c, r, n), cell, cell,
-                        REDUCE if reduce else COPY)
+        return Transfer(ix.both(sends, k >= 0, chain_fits(layout, c, n, k, e)), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
 
     def label(n, s):
         return ("reduce" if reduce else "broadcast"), f"pipeline step {int(s)}"
