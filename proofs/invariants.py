@@ -454,28 +454,10 @@ INVARIANTS = {
     ("recursive-doubling", "allgather"): recursive_doubling_allgather,
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
-    # NCCL's ring at 1 channel, chunk 1, one loop: at step t ring index i sends
-    # chunk (i - t - 1) mod N, the textbook ring's chunk (ring_rs_send)
-    ("nccl-ring", "allreduce"): lambda: _scoped(ring_allreduce(0), ONE_LOOP["allreduce"]),
-    ("nccl-ring", "reduce_scatter"): lambda: _scoped(ring_allreduce(0, phases=1), ONE_LOOP["reduce_scatter"]),
-    ("nccl-ring", "allgather"): lambda: _scoped(ring_allgather(), ONE_LOOP["allgather"]),
-    ("nccl-ring", "broadcast"): lambda: _scoped_rooted(chain_broadcast(), ONE_LOOP["broadcast"]),
-    ("nccl-ring", "reduce"): lambda: _scoped_rooted(chain_reduce(), ONE_LOOP["reduce"]),
 }
 
 def _one_loop(channels: int, count: Fixed) -> tuple:
     return (Fixed("channels", lambda n: channels, f"{channels} channel{'s' * (channels > 1)}"), Fixed("chunk", lambda n: 1, "chunk 1"), count)
-
-
-#: the options the nccl-ring rows' program fixes (:func:`collspec.models.generators.nccl_ring.one_loop_program`),
-#: as the generator's options for each N: in their scope, and what a test builds the generator's schedule with
-ONE_LOOP = {
-    "allreduce": _one_loop(1, Fixed("count", lambda n: n, "count N (one loop)")),
-    "reduce_scatter": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
-    "allgather": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
-    "broadcast": _one_loop(1, Fixed("count", lambda n: n, "count N")),
-    "reduce": _one_loop(1, Fixed("count", lambda n: n, "count N")),
-}
 
 
 def channels_premises(channels: int) -> tuple:
@@ -483,10 +465,6 @@ def channels_premises(channels: int) -> tuple:
     return _one_loop(channels, Fixed("count", lambda n: channels * n, f"count {channels}N (one loop each)")) + (
         Fixed("parts", lambda n: [n] * channels, "N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"),
     )
-
-
-def _scoped_rooted(made, premises: tuple):
-    return _rooted(lambda root: _scoped(made[1](root), premises))
 
 
 def nccl_ring_channels(channels: int) -> Invariant:
@@ -517,12 +495,6 @@ def nccl_ring_channels(channels: int) -> Invariant:
         source=prev,
         premises=channels_premises(channels),
     )
-
-
-def _scoped(made: Invariant, premises: tuple) -> Invariant:
-    from dataclasses import replace
-
-    return replace(made, premises=made.premises + premises)
 
 
 #: rooted programs proved at root 0 by induction and for every other root as

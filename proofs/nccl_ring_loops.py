@@ -311,3 +311,98 @@ def block_proof(collective: str) -> Outcome:
     made = block_loop_program(collective, 1)
     v = symbolic(made)[1]
     return run_queries([spec_check(collective), *block_lemmas(collective), *queries(made, block_loop_invariant(collective, v["N"], v["length"]))])
+
+
+# -- broadcast and reduce ----------------------------------------------------------------------------
+
+
+def chain_program(collective: str, chunk=1, align=1, count=1, root=0) -> Program:
+    """The pipelined chain of ``collective`` with its cells numbered by
+    coordinates: :func:`nccl_ring.chain_step` and :func:`nccl_ring.chain_fits`
+    on the generator's layout (``chunk``, ``count``, ``root`` symbolic in
+    the proof), its steps and width the generator's; cell (chunk k,
+    element j) numbered k M + j instead of k chunk + j."""
+    layout = nccl_ring.options_layout(collective, chunk, align, count, root)
+    reduce = collective == "reduce"
+    steps = nccl_ring.BUILDERS[collective](layout)[0]
+
+    def transfer(n, s, r, j):
+        q = ix.wrap(layout.position(0, r, n) - layout.position(0, root, n), n)
+        sends, k = nccl_ring.chain_step(n, s, q, reduce)
+        cell = k * STRIDE + j
+        return Transfer(ix.both(sends, k >= 0, nccl_ring.chain_fits(layout, 0, n, k, j)), layout.next(0, r, n), cell, cell,
+                        nccl_ring.REDUCE if reduce else nccl_ring.COPY)
+
+    return Program(
+        "nccl-ring", collective, lambda n: STRIDE * count, steps, lambda n: layout.width(n), transfer, lambda n, s: ("chain", f"step {s}"),
+        lambda chunk, align, count, root: chain_program(collective, chunk, align, count, root), params={"chunk": chunk, "align": align, "count": count, "root": root},
+        root=root,
+    )
+
+
+def chain_invariant(collective: str, chunk, count, root) -> Invariant:
+    """The ring's chain invariant (:func:`invariants.chain_broadcast`,
+    :func:`invariants.chain_reduce`) on chunk index k = c div M, for the
+    cells (k, e) with e < min(chunk, count - k chunk); witness slot e."""
+    from dataclasses import replace
+
+    made = (invariants.chain_broadcast() if collective == "broadcast" else invariants.chain_reduce())[1](root)
+
+    def index(c):
+        return ix.floordiv(c, STRIDE)
+
+    def prev(n_, s, r, c, *rest):
+        return ix.ring_prev(r, n_), c % STRIDE
+
+    return replace(
+        made,
+        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, index(c), x, index(c))),
+        writer=prev, source=prev,
+        premises=OPTIONS[:5],
+        cells=lambda params, c: [0 <= c, c % STRIDE < chunk, index(c) * chunk + c % STRIDE < count],
+    )
+
+
+def chain_lemmas(collective: str) -> list:
+    """``cells`` and ``composition`` for broadcast or reduce."""
+    sym, v, layout = _real(collective)
+    n, s, r, j, chunk, count, root = v["N"], v["s"], v["r"], v["j"], v["chunk"], v["count"], v["root"]
+    k, e, k2, e2, c = z3.Ints("k e k2 e2 c")
+    domain = scope(collective).assertions(v)
+    coordinates = chain_program(collective, chunk, v["align"], count, root)
+    steps, width = as_term(sym.steps(n), n), as_term(sym.width(n), n)
+    real = sym.transfer(n, s, r, j)
+    real = Transfer(*(as_term(f, n) for f in (real.active, real.dst, real.src_chunk, real.dst_chunk, real.op)))
+    q = ix.wrap(layout.position(0, r, n) - layout.position(0, root, n), n)
+    sending, index = nccl_ring.chain_step(n, s, q, collective == "reduce")
+    active = ix.both(sending, index >= 0, nccl_ring.chain_fits(layout, 0, n, index, j))
+    cell = index * chunk + j
+    sends = [0 <= k, 0 <= e, e < chunk, k * chunk + e < count]
+    return [
+        Query("cells: (k, e) -> k chunk + e is one to one on the chain's elements", domain + sends + [0 <= k2, 0 <= e2, e2 < chunk, k2 * chunk + e2 < count,
+              k * chunk + e == k2 * chunk + e2], z3.And(k == k2, e == e2)),
+        Query("cells: every element c < count is (c div chunk, c mod chunk)", domain + [0 <= c, c < count],
+              z3.And((c / chunk) * chunk + c % chunk == c, c % chunk >= 0, c % chunk < chunk)),
+        Query("composition: the transfer is the chain function at (step s, chain position, element j), cell k chunk + j; steps and width the coordinate program's",
+              domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+              z3.And(steps == as_term(coordinates.steps(n), n), width == as_term(coordinates.width(n), n), real.active == active,
+                     z3.Implies(active, z3.And(real.dst == layout.next(0, r, n), real.src_chunk == cell, real.dst_chunk == cell)))),
+    ]
+
+
+def chain_proof(collective: str) -> Outcome:
+    made = chain_program(collective)
+    v = symbolic(made)[1]
+    induction = queries(made, chain_invariant(collective, v["chunk"], v["count"], v["root"]))
+    return run_queries([spec_check(collective), *chain_lemmas(collective),
+                        *(opaque_products(q, v["chunk"]) if q.name.startswith("in-range") else q for q in induction)])
+
+
+#: collective -> its row's proof
+PROOFS = {
+    "allreduce": allreduce_proof,
+    "reduce_scatter": lambda: block_proof("reduce_scatter"),
+    "allgather": lambda: block_proof("allgather"),
+    "broadcast": lambda: chain_proof("broadcast"),
+    "reduce": lambda: chain_proof("reduce"),
+}
