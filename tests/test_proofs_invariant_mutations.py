@@ -316,39 +316,37 @@ def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeyp
     assert result.status == FAILED and result.counterexample["wrong_outputs"]
 
 
-# -- nccl-ring's all-N rows (one loop) -----------------------------------------------------------
+# -- nccl-ring's all-N rows (every chunk, align and count; collspec.proofs.nccl_ring_loops) --------
 
 
-def test_one_loop_program_is_the_generators_schedule():
-    """What the nccl-ring rows prove is the generator's schedule at 1
-    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step:
-    built with the options the row's scope states."""
+def test_options_program_is_the_generators_schedule():
+    """What the nccl-ring rows prove (options_program, chunk, align and
+    count its parameters) is the generator's schedule on 1 channel, step for
+    step, at every option value tried, roots included."""
     import numpy as np
-
-    from collspec.proofs.suite import induction_scope
 
     from collspec.models.generators import nccl_ring
 
     for collective in NCCL["nccl-ring"]:
-        for n in range(1, 10):
-            for root in range(n) if collective in ("broadcast", "reduce") else [0]:
-                options = {"root": root} if collective in ("broadcast", "reduce") else {}
-                proved = nccl_ring.one_loop_program(collective, root).schedule(n)
-                fixed = induction_scope("nccl-ring", collective).fixed(n)  # the options the row's scope states
-                assert fixed == {"channels": 1, "chunk": 1, "count": nccl_ring.ONE_LOOP_COUNT[collective](n)}
-                built = generate("nccl-ring", collective, n, **fixed, **options)
-                assert (proved.chunks, len(proved.steps), proved.root) == (built.chunks, len(built.steps), built.root)
-                for a, b in zip(proved.steps, built.steps):
-                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
+        for n in range(1, 6):
+            for chunk, align in ((1, 1), (2, 2), (3, 1), (4, 2)):
+                for count in (0, 1, 4, 9, 13):
+                    for root in range(n) if collective in ("broadcast", "reduce") else [0]:
+                        options = {"root": root} if collective in ("broadcast", "reduce") else {}
+                        proved = nccl_ring.options_program(collective, chunk, align, count, root).schedule(n)
+                        built = generate("nccl-ring", collective, n, channels=1, chunk=chunk, align=align, count=count, **options)
+                        assert (proved.chunks, len(proved.steps), proved.root, proved.link_capacity) == (built.chunks, len(built.steps), built.root, built.link_capacity)
+                        for a, b in zip(proved.steps, built.steps):
+                            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
 
 
 def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite()}
-    assert rows["nccl-ring.allreduce-exactly-once"] == "all N>=2, 1 channel, chunk 1, count N (one loop)"
-    for collective in ("reduce_scatter", "allgather"):
-        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, 1 channel, chunk 1, count 1 per rank (one loop)"
+    options = "chunk in 1..4194304, align>=1, count>=0, align divides chunk, 1 channel on the identity ring, any number of loops"
+    for collective in ("allreduce", "reduce_scatter", "allgather"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == f"all N>=2, {options}"
     for collective in ("broadcast", "reduce"):
-        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, all roots, 1 channel, chunk 1, count N"
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == f"all N>=2, all roots, {options}"
 
 
 @pytest.mark.parametrize("collective", NCCL["nccl-ring"])
