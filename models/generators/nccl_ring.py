@@ -225,21 +225,26 @@ def ring_loop(n, t, i, count, rem, e):
     return ix.both(rem > 0, e < nelem), k, ix.where(reducing, REDUCE, COPY)
 
 
+def allreduce_at(layout: Layout, n, s, r, c, e):
+    """The all-reduce transfer of element e of channel c's chunk, rank r, step s."""
+    per_loop = 2 * (n - 1)
+    loop = ix.floordiv(s, per_loop)
+    t = s - loop * per_loop
+    base = loop_base(layout, n, loop)
+    rem = layout.part(c, n) - base
+    count = chunk_count(layout, n, rem)
+    active, k, op = ring_loop(n, t, layout.index(c, r, n), count, rem, e)
+    cell = layout.off(c, n) + base + k * count + e
+    return Transfer(active, layout.next(c, r, n), cell, cell, op)
+
+
 def _allreduce(layout: Layout):
     def steps(n):
         return layout.loops(n, n * layout.chunk) * 2 * (n - 1)
 
     def transfer(n, s, r, j):
-        per_loop = 2 * (n - 1)
-        loop = ix.floordiv(s, per_loop)
-        t = s - loop * per_loop
         c, e = _slot(layout, j, n)
-        base = loop_base(layout, n, loop)
-        rem = layout.part(c, n) - base
-        count = chunk_count(layout, n, rem)
-        active, k, op = ring_loop(n, t, layout.index(c, r, n), count, rem, e)
-        cell = layout.off(c, n) + base + k * count + e
-        return Transfer(active, layout.next(c, r, n), cell, cell, op)
+        return allreduce_at(layout, n, s, r, c, e)
 
     def label(n, s):
         per_loop = 2 * (n - 1)
@@ -474,6 +479,29 @@ def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Progr
         ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps, lambda n: layout.width(n),
         transfer, label, lambda **values: options_program(collective, **values), params=params, capacity=_link_load, root=root if rooted else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements",
+    )
+
+
+def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Program:
+    """The transfer function of ``collective`` on ``len(parts)`` channels
+    (the identity ring on each) with channel h's part ``parts[h]`` elements
+    (per rank's block for reduce-scatter and all-gather; ``count`` their
+    sum), ``chunk`` and ``align``: parameters ``part0``, ``part1``, ...,
+    Z3 variables in the proofs. At ints its schedule is
+    ``generate_ring(collective, n, channels=len(parts), parts=parts, ...)``'s."""
+    rooted = collective in ("broadcast", "reduce")
+    count = sum(parts[1:], parts[0])
+    layout = Layout(collective, count, len(parts), chunk, align, None, root, equal=tuple(parts))
+    steps, transfer, label = BUILDERS[collective](layout)
+    params = {**{f"part{h}": p for h, p in enumerate(parts)}, "chunk": chunk, "align": align, **({"root": root} if rooted else {})}
+
+    def rebuilt(**values):
+        return parts_program(collective, tuple(values[f"part{h}"] for h in range(len(parts))), values["chunk"], values["align"], values.get("root", 0))
+
+    return Program(
+        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps,
+        lambda n: layout.channels * layout.width(n), transfer, label, rebuilt, params=params, capacity=_link_load, root=root if rooted else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}",
     )
 
 
