@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..models import indexing as ix
 from .induction import Invariant
-from .scope import Declared, Fixed
+from .scope import Declared
 
 # -- declared ownership --------------------------------------------------------------------
 
@@ -455,46 +455,6 @@ INVARIANTS = {
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
 }
-
-def _one_loop(channels: int, count: Fixed) -> tuple:
-    return (Fixed("channels", lambda n: channels, f"{channels} channel{'s' * (channels > 1)}"), Fixed("chunk", lambda n: 1, "chunk 1"), count)
-
-
-def channels_premises(channels: int) -> tuple:
-    """The options of the ``channels``-channel all-reduce row (count C N, one loop each)."""
-    return _one_loop(channels, Fixed("count", lambda n: channels * n, f"count {channels}N (one loop each)")) + (
-        Fixed("parts", lambda n: [n] * channels, "N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"),
-    )
-
-
-def nccl_ring_channels(channels: int) -> Invariant:
-    """nccl-ring's all-reduce on ``channels`` C channels of N one-element
-    chunks each (count C N, one loop per channel): channel h owns cells
-    h N .. h N + N - 1 and runs ``ring_allreduce(0)`` on them, on its own slot
-    h; no contribution crosses channels."""
-    from dataclasses import replace
-
-    ring = ring_allreduce(0)
-
-    def channel(n, c):
-        h = 0
-        for i in range(1, channels):
-            h = ix.where(c >= i * n, i, h)
-        return h
-
-    def local(n, c):
-        return c - channel(n, c) * n
-
-    def prev(n, s, r, c, *rest):
-        return ix.ring_prev(r, n), channel(n, c)
-
-    return replace(
-        ring,
-        holds=lambda n, s, r, c, x, k: ix.both(channel(n, c) == channel(n, k), ring.holds(n, s, r, local(n, c), x, local(n, k))),
-        writer=prev,
-        source=prev,
-        premises=channels_premises(channels),
-    )
 
 
 #: rooted programs proved at root 0 by induction and for every other root as

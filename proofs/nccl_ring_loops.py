@@ -58,7 +58,7 @@ from ..models.program import Program, Transfer, as_term, symbolic
 from . import invariants
 from .induction import Invariant, queries, spec_check
 from .scope import Bound, Condition, Fixed, Scope
-from .solver import Outcome, Query, run_queries
+from .solver import Outcome, Query, Row, current_rlimit, current_row, run_queries, within
 
 #: M: a loop program's cell (k, e) is numbered k M + e; M >= chunk >= cc
 STRIDE = nccl_ring.MAX_CELLS
@@ -406,3 +406,103 @@ PROOFS = {
     "broadcast": lambda: chain_proof("broadcast"),
     "reduce": lambda: chain_proof("reduce"),
 }
+
+
+# -- channels --------------------------------------------------------------------------------------
+
+#: collective -> the generator's transfer of one channel's element: at(layout, n, s, r, c, e)
+CHANNEL_AT = {
+    "allreduce": nccl_ring.allreduce_at,
+    "broadcast": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, False, n, s, r, c, e),
+    "reduce": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, True, n, s, r, c, e),
+}
+#: the channel counts of the channels rows
+CHANNELS = 2
+
+
+def channels_scope(collective: str, channels: int = CHANNELS) -> Scope:
+    """The scope of ``nccl-ring.<collective>-channels-exactly-once``."""
+    rooted = (Bound("root", ">=", 0), Bound("root", "<", "N")) if collective in ("broadcast", "reduce") else ()
+    return Scope.all_n(*rooted, *OPTIONS[:3], *(Bound(f"part{h}", ">=", 0) for h in range(channels)), OPTIONS[4],
+                       Fixed("channels", lambda n: channels, f"{channels} channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops"))
+
+
+def channel_lemmas(collective: str, channels: int = CHANNELS) -> list:
+    """``slots``, ``channel h`` and ``offsets`` (module text): each channel of
+    :func:`nccl_ring.parts_program` is :func:`nccl_ring.options_program` on
+    its part, its cells shifted by the channel's offset."""
+    real = nccl_ring.parts_program(collective, tuple(range(1, channels + 1)))
+    sym, v = symbolic(real)
+    n, s, r, j, e, h_ = v["N"], v["s"], v["r"], v["j"], z3.Int("e"), z3.Int("h")
+    chunk, align, root = v["chunk"], v["align"], v.get("root", 0)
+    parts = [v[f"part{h}"] for h in range(channels)]
+    domain = channels_scope(collective, channels).assertions(v)
+    at = CHANNEL_AT[collective]
+    multi = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, chunk, align, None, root, equal=tuple(parts))
+    steps, width, cells = (as_term(f(n), n) for f in (sym.steps, sym.width, sym.chunks))
+    w = as_term(multi.width(n), n)
+    c_j, e_j = (as_term(x, n) for x in nccl_ring._slot(multi, j, n))
+    c_h, e_h = (as_term(x, n) for x in nccl_ring._slot(multi, h_ * w + e, n))
+    point = [0 <= s, s < steps, 0 <= r, r < n]
+    made = [
+        Query("slots: slot j is element j mod width of channel j div width, and its transfer is that channel's", domain + point + [0 <= j, j < width],
+              z3.And(width == channels * w, 0 <= c_j, c_j < channels, 0 <= e_j, e_j < w, j == c_j * w + e_j,
+                     _same(sym.transfer(n, s, r, j), at(multi, n, s, r, c_j, e_j), n))),
+        Query("slots: element e < width of channel h < channels is slot h width + e", domain + [0 <= h_, h_ < channels, 0 <= e, e < w],
+              z3.And(c_h == h_, e_h == e, h_ * w + e < width)),
+        Query("offsets: the channels' parts follow one another from 0 and end the vector", domain,
+              z3.And(as_term(multi.off(0, n), n) == 0, *(as_term(multi.off(h + 1, n), n) == as_term(multi.off(h, n), n) + parts[h] for h in range(channels - 1)),
+                     as_term(multi.off(channels - 1, n), n) + parts[-1] == cells)),
+    ]
+    for h in range(channels):
+        single = nccl_ring.options_program(collective, chunk, align, parts[h], root)
+        layout = nccl_ring.options_layout(collective, chunk, align, parts[h], root)
+        mine, theirs = at(multi, n, s, r, h, e), at(layout, n, s, r, 0, e)
+        mine, theirs = (Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op))) for t in (mine, theirs))
+        off = as_term(multi.off(h, n), n)
+        own_steps, own_width = as_term(single.steps(n), n), as_term(single.width(n), n)
+        made += [
+            Query(f"channel {h}: its element e is the 1-channel program's element e on its part, cells shifted by its offset",
+                  domain + point + [0 <= e, e < w],
+                  z3.And(mine.active == theirs.active, z3.Implies(theirs.active, z3.And(mine.dst == theirs.dst, mine.src_chunk == off + theirs.src_chunk,
+                                                                                         mine.dst_chunk == off + theirs.dst_chunk, mine.op == theirs.op)))),
+            Query(f"channel {h}: the 1-channel program's steps are among the program's", domain, own_steps <= steps),
+            Query(f"channel {h}: the 1-channel program's slots are among the channel's", domain, own_width <= w),
+            Query(f"channel {h}: the 1-channel program's transfer at slot e is its element e",
+                  domain + [0 <= s, s < own_steps, 0 <= r, r < n, 0 <= e, e < own_width], _same(single.transfer(n, s, r, e), at(layout, n, s, r, 0, e), n)),
+            *([Query(f"channel {h}: past the 1-channel program's steps is past its loops", domain + [0 <= s, s >= own_steps], s / per(n) >= own_loops(layout, n)),
+               Query(f"channel {h}: past the 1-channel program's loops its elements are idle", domain + point + [0 <= e, e < w, s / per(n) >= own_loops(layout, n)],
+                     z3.Not(theirs.active))] if collective == "allreduce" else
+              [Query(f"channel {h}: past the 1-channel program's steps its elements are idle", domain + point + [0 <= e, e < w, s >= own_steps], z3.Not(theirs.active))]),
+            Query(f"channel {h}: past the 1-channel program's slots its elements are idle", domain + point + [0 <= e, e < w, e >= own_width], z3.Not(theirs.active)),
+        ]
+    return made
+
+
+def per(n):
+    """Steps of an all-reduce loop (the chains: 1)."""
+    return 2 * (n - 1)
+
+
+def own_loops(layout, n):
+    return as_term(layout.loops(n, n * layout.chunk), n)
+
+
+def _same(a: Transfer, b: Transfer, n):
+    a, b = (Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op))) for t in (a, b))
+    return z3.And(a.active == b.active, z3.Implies(a.active, z3.And(a.dst == b.dst, a.src_chunk == b.src_chunk, a.dst_chunk == b.dst_chunk, a.op == b.op)))
+
+
+def channels_proof(collective: str, channels: int = CHANNELS) -> Outcome:
+    """The channel lemmas, then the 1-channel row's proof (every part is a
+    count it covers), held to that row's own scope."""
+
+    def one_channel() -> Outcome:
+        outer = current_row()
+        with within(Row(f"nccl-ring.{collective}-exactly-once", scope(collective), outer.rlimit if outer else current_rlimit())) as inner:
+            outcome = PROOFS[collective]()
+        if outer is not None:
+            outer.most_used = max(outer.most_used, inner.most_used)
+        return outcome
+
+    return run_queries([*channel_lemmas(collective, channels), one_channel])

@@ -185,8 +185,8 @@ def suite(full: bool = False) -> list[Proof]:
     ]
     proofs += [Proof(f"nccl-ring.{collective}-exactly-once", nccl_ring_loops.scope(collective), INDUCTION_STATEMENT, nccl_ring_loops.PROOFS[collective])
                for collective in nccl_ring_loops.PROOFS]
-    if full:  # ~5 s: only under --full
-        proofs.append(Proof(CHANNELS_ROW, ALL_N + invariants.channels_premises(2), INDUCTION_STATEMENT, _nccl_channels_proof))
+    proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
+                     lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
@@ -285,7 +285,9 @@ RLIMITS: dict[str, int] = {
     "nccl-ring.allgather-exactly-once": 10_000_000,  # 58,311
     "nccl-ring.broadcast-exactly-once": 10_000_000,  # 532,216
     "nccl-ring.reduce-exactly-once": 10_000_000,  # 1,051,002
-    "nccl-ring.allreduce-channels-exactly-once": 30_000_000,  # 3,533,670
+    "nccl-ring.allreduce-channels-exactly-once": 12_000_000,  # 1,430,228
+    "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 532,216
+    "nccl-ring.reduce-channels-exactly-once": 10_000_000,  # 1,051,002
     "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775
     "builtin.ring": 50_000_000,  # 0
     "builtin.ring-seed": 50_000_000,  # 98,363
@@ -334,15 +336,8 @@ def proved_program(algorithm: str, collective: str):
     return program(algorithm, collective)
 
 
-#: the one row only ``--full`` runs: nccl-ring's all-reduce on 2 channels for all N
+#: nccl-ring's all-reduce on 2 channels for all N, every part, chunk, align and count
 CHANNELS_ROW = "nccl-ring.allreduce-channels-exactly-once"
-
-
-def _nccl_channels_proof() -> Outcome:
-    """nccl-ring's all-reduce, 2 channels of one loop each, for all N."""
-    from ..models.generators import nccl_ring
-
-    return run_queries([induction.spec_check("allreduce"), *induction.queries(nccl_ring.one_loop_program("allreduce", channels=2), invariants.nccl_ring_channels(2))])
 
 
 def _hierarchical_proof() -> Outcome:

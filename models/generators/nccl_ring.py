@@ -304,6 +304,14 @@ def chain_fits(layout: Layout, c, n, k, e):
     return e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)
 
 
+def chain_at(layout: Layout, reduce: bool, n, s, r, c, e):
+    """The broadcast (reduce) transfer of element e of channel c's chunk, rank r, step s."""
+    q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
+    sends, k = chain_step(n, s, q, reduce)
+    cell = layout.off(c, n) + k * layout.chunk + e
+    return Transfer(ix.both(sends, k >= 0, chain_fits(layout, c, n, k, e)), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+
+
 def _chain(layout: Layout, reduce: bool):
     """Broadcast from the root, or reduce into it, along each channel's ring."""
 
@@ -312,10 +320,7 @@ def _chain(layout: Layout, reduce: bool):
 
     def transfer(n, s, r, j):
         c, e = _slot(layout, j, n)
-        q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
-        sends, k = chain_step(n, s, q, reduce)
-        cell = layout.off(c, n) + k * layout.chunk + e
-        return Transfer(ix.both(sends, k >= 0, chain_fits(layout, c, n, k, e)), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+        return chain_at(layout, reduce, n, s, r, c, e)
 
     def label(n, s):
         return ("reduce" if reduce else "broadcast"), f"pipeline step {int(s)}"
