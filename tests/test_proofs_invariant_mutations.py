@@ -388,21 +388,31 @@ def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_
     assert result.status == FAILED and "N" in result.counterexample
 
 
-def test_nccl_ring_channels_row_is_full_only_and_proves_the_generators_two_channel_schedule():
+def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
+    """The channels rows prove parts_program: the generator's schedule with
+    the parts given, and with NCCL 2.30's own split of the count (parts
+    that add up to the count), step for step."""
     import numpy as np
 
-    from collspec.models.generators import nccl_ring
-    from collspec.proofs.suite import CHANNELS_ROW
+    from collspec.models.generators import nccl_host, nccl_ring
 
-    assert CHANNELS_ROW not in {p.name for p in suite()}
-    (proof,) = select(suite(full=True), CHANNELS_ROW)
-    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each), N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"
-    for n in range(1, 8):
-        proved = nccl_ring.one_loop_program("allreduce", channels=2).schedule(n)
-        built = generate("nccl-ring", "allreduce", n, **proof.premises.fixed(n))
-        assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
-        for a, b in zip(proved.steps, built.steps):
-            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
+    rows = {p.name: p.scope for p in suite()}
+    for collective in ("allreduce", "broadcast", "reduce"):
+        rooted = "all roots, " if collective != "allreduce" else ""
+        assert rows[f"nccl-ring.{collective}-channels-exactly-once"] == (
+            f"all N>=2, {rooted}chunk in 1..4194304, align>=1, part0>=0, part1>=0, align divides chunk, "
+            "2 channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops")
+        for n in range(1, 6):
+            for options in ({"chunk": 2, "align": 2, "parts": [5, 3]}, {"chunk": 3, "align": 1, "parts": [0, 4]}, {"count": 70000, "dtype": "float16"}):
+                parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", 2)
+                assert sum(parts) == options.get("count", sum(parts)) and min(parts) >= 0
+                built = generate("nccl-ring", collective, n, channels=2, **options)
+                chunk = options.get("chunk") or nccl_host.chunk_elements(collective, nccl_host.kernel_size(collective, 2), "simple")
+                align = options.get("align") or (nccl_host.align_elements(collective, 2) if chunk % nccl_host.align_elements(collective, 2) == 0 else 1)
+                proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), chunk, align).schedule(n)
+                assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
+                for a, b in zip(proved.steps, built.steps):
+                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
 
 
 def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_row(monkeypatch):
@@ -415,6 +425,25 @@ def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_
     assert check(generate("nccl-ring", "allreduce", 16, channels=2, chunk=1, parts=[16, 16])).ok
     assert not check(generate("nccl-ring", "allreduce", 17, channels=2, chunk=1, parts=[17, 17])).ok
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED  # one channel: channel 1 unused
-    (proof,) = select(suite(full=True), CHANNELS_ROW)
-    result = run_proof(proof)
+    result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert result.queries[-1][0] == "channel 1: its element e is the 1-channel program's element e on its part, cells shifted by its offset"
+
+
+def test_nccl_ring_channel_1_one_element_late_fails_only_the_channels_row(monkeypatch):
+    """Channel 1's part starts one element after channel 0's ends: only
+    several channels show it."""
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    original = nccl_ring.Layout.off
+    monkeypatch.setattr(nccl_ring.Layout, "off", lambda self, c, n: original(self, c, n) + ix.where(c >= 1, 1, 0))
+    assert check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=9)).ok
+    from collspec.models.layout import ScheduleError
+
+    with pytest.raises(ScheduleError, match="out of range"):  # channel 1's last cell is past the vector
+        check(generate("nccl-ring", "allreduce", 4, channels=2, chunk=1, parts=[5, 4]))
+    assert row("nccl-ring.allreduce-exactly-once").status == PROVED
+    result = row(CHANNELS_ROW)
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.queries[-1][0] == "offsets: the channels' parts follow one another from 0 and end the vector"
