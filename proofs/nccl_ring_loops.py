@@ -6,7 +6,20 @@ variables, which Z3 does not decide inside an induction. The proof splits
 the schedule the generator builds (:func:`collspec.models.generators.nccl_ring.options_program`,
 1 channel on the identity ring, the whole vector its part) into pieces,
 each a decided Z3 query on the generator's own functions, and composes them
-by an argument written here and in docs/proofs.md.
+by an argument written here and in docs/proofs.md ("nccl-ring: loops as
+lemmas").
+
+Reduce-scatter and all-gather follow the same plan (``loops`` of chunk
+elements of every block, ``blocks``: (b, o) -> b count + o, the loop
+program :func:`block_loop_program` over (block, element)); broadcast and
+reduce need no loops (:func:`chain_program` is the whole chain with its
+cell (k, e) numbered k M + e, ``cells``: (k, e) -> k chunk + e). On two
+channels (:func:`channel_lemmas`, :func:`nccl_ring.parts_program` with
+each part a variable): slot j is element j mod width of channel j div
+width, each channel's element e is the 1-channel program's on its part with
+its cells shifted by the channel's offset, past the 1-channel program's
+steps and slots its elements are idle, and the offsets tile the vector;
+then the 1-channel proof.
 
 **What is proved (Z3 queries), all-reduce.** For symbolic N >= 2, chunk in
 1..2^22, align >= 1 dividing chunk, count >= 0, step s, rank r, slot j:
@@ -44,8 +57,11 @@ its own cells, which hold their inputs until loop l starts (no earlier loop
 writes them) and, by the loop program's induction (every cell ends holding
 every rank's contribution of the same cell exactly once, reduces add into
 the same index), hold their results when it ends; no later loop writes
-them. Premises: the interpreter's semantics (as for every induction), and
-that renaming cells one to one in a schedule renames its states.
+them. Channels running side by side in the same steps on ranges of cells
+that tile the vector do not meet, so each range ends as its 1-channel
+program ends. Premises: the interpreter's semantics (as for every
+induction), and that renaming cells one to one in a schedule renames its
+states.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every colle
 exactly-once                 every chunk,  chains for all roots) on 1 channel, any number of
                              align, count  loops: loops, rounding and cells as lemmas, each
                                            loop by induction (:mod:`collspec.proofs.nccl_ring_loops`)
+nccl-ring.<collective>-      all N>=2,     all-reduce, broadcast, reduce on 2 channels, each
+channels-exactly-once        every part    part a solver variable: each channel is the
+                                           1-channel program on its part, shifted
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
                              sizes         (:mod:`collspec.proofs.hierarchical`)

@@ -36,6 +36,12 @@ cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
   root (broadcast) or from the rank after it back to the root (reduce), one
   ``chunk`` per step.
 
+Each transfer is written as named pieces (:func:`loop_base`,
+:func:`chunk_count`, :func:`ring_loop`, :func:`block_loop`,
+:func:`chain_step`, :func:`chain_fits`; :func:`allreduce_at` and
+:func:`chain_at` for one channel's element), which the all-N proofs
+(:mod:`collspec.proofs.nccl_ring_loops`) evaluate on Z3 terms.
+
 Options (``generate("nccl-ring", COLLECTIVE, N, **options)``): ``channels``
 (the communicator's channels, 1..64, default 2), ``dtype`` (a spec dtype
 name, default ``float32``: the element size), ``protocol`` (``simple``,
@@ -441,14 +447,14 @@ ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allg
 def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
     the identity ring and exactly one loop: ``count`` N for all-reduce (the
-    option tied to the rank count, so a proof with N a solver variable has
-    every chunk non-empty), 1 per rank for reduce-scatter and all-gather, N
-    one-element chunks for broadcast and reduce from ``root`` (a Z3 variable
-    in the proofs). The transfer is :data:`BUILDERS`'s own, on that layout;
-    its schedule is ``generate_ring(collective, n, channels=1, chunk=1,
-    count=..., root=...)``'s (a test compares them). What the all-N rows
-    ``nccl-ring.*-exactly-once`` prove. ``channels`` C > 1 (all-reduce):
-    count C N, one loop on each channel (``--full``'s channels row)."""
+    option tied to the rank count), 1 per rank for reduce-scatter and
+    all-gather, N one-element chunks for broadcast and reduce from ``root``.
+    The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
+    ``generate_ring(collective, n, channels=1, chunk=1, count=..., root=...)``'s.
+    The all-N rows prove :func:`options_program` and :func:`parts_program`,
+    which cover it; tests use this instance to show bugs that only several
+    loops or channels reveal. ``channels`` C > 1 (all-reduce): count C N,
+    one loop on each channel."""
 
     def built(n):
         per = ONE_LOOP_COUNT[collective]
