@@ -429,6 +429,8 @@ PROOFS = {
 #: collective -> the generator's transfer of one channel's element: at(layout, n, s, r, c, e)
 CHANNEL_AT = {
     "allreduce": nccl_ring.allreduce_at,
+    "reduce_scatter": lambda layout, n, s, r, c, e: nccl_ring.block_at(layout, True, n, s, r, c, e),
+    "allgather": lambda layout, n, s, r, c, e: nccl_ring.block_at(layout, False, n, s, r, c, e),
     "broadcast": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, False, n, s, r, c, e),
     "reduce": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, True, n, s, r, c, e),
 }
@@ -466,9 +468,9 @@ def channel_lemmas(collective: str, channels: int = CHANNELS) -> list:
                      _same(sym.transfer(n, s, r, j), at(multi, n, s, r, c_j, e_j), n))),
         Query("slots: element e < width of channel h < channels is slot h width + e", domain + [0 <= h_, h_ < channels, 0 <= e, e < w],
               z3.And(c_h == h_, e_h == e, h_ * w + e < width)),
-        Query("offsets: the channels' parts follow one another from 0 and end the vector", domain,
+        Query("offsets: the channels' parts follow one another from 0 and end the vector (each block)", domain,
               z3.And(as_term(multi.off(0, n), n) == 0, *(as_term(multi.off(h + 1, n), n) == as_term(multi.off(h, n), n) + parts[h] for h in range(channels - 1)),
-                     as_term(multi.off(channels - 1, n), n) + parts[-1] == cells)),
+                     as_term(multi.off(channels - 1, n), n) + parts[-1] == (cells / n if collective in ("reduce_scatter", "allgather") else cells))),
     ]
     for h in range(channels):
         single = nccl_ring.options_program(collective, chunk, align, parts[h], root)
@@ -477,31 +479,63 @@ def channel_lemmas(collective: str, channels: int = CHANNELS) -> list:
         mine, theirs = (Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op))) for t in (mine, theirs))
         off = as_term(multi.off(h, n), n)
         own_steps, own_width = as_term(single.steps(n), n), as_term(single.width(n), n)
+        if collective in ("reduce_scatter", "allgather"):  # block b's cell b part + o is b count + offset + o
+            loop = s / (n - 1)
+            index = nccl_ring.block_loop(n, s - loop * (n - 1), layout.position(0, r, n), 1, 0, collective == "reduce_scatter")[1]
+            block = as_term(layout.rank_at(0, index, n), n)
+            o = theirs.src_chunk - block * parts[h]
+            moved = z3.And(0 <= o, o < parts[h], theirs.src_chunk == theirs.dst_chunk, mine.src_chunk == block * cells / n + off + o, mine.dst_chunk == mine.src_chunk)
+            words = "cells moved from block b's b part + o to b count + offset + o"
+        else:
+            moved = z3.And(mine.src_chunk == off + theirs.src_chunk, mine.dst_chunk == off + theirs.dst_chunk)
+            words = "cells shifted by its offset"
         made += [
-            Query(f"channel {h}: its element e is the 1-channel program's element e on its part, cells shifted by its offset",
+            Query(f"channel {h}: its element e is the 1-channel program's element e on its part, {words}",
                   domain + point + [0 <= e, e < w],
-                  z3.And(mine.active == theirs.active, z3.Implies(theirs.active, z3.And(mine.dst == theirs.dst, mine.src_chunk == off + theirs.src_chunk,
-                                                                                         mine.dst_chunk == off + theirs.dst_chunk, mine.op == theirs.op)))),
+                  z3.And(mine.active == theirs.active, z3.Implies(theirs.active, z3.And(mine.dst == theirs.dst, moved, mine.op == theirs.op)))),
             Query(f"channel {h}: the 1-channel program's steps are among the program's", domain, own_steps <= steps),
             Query(f"channel {h}: the 1-channel program's slots are among the channel's", domain, own_width <= w),
             Query(f"channel {h}: the 1-channel program's transfer at slot e is its element e",
                   domain + [0 <= s, s < own_steps, 0 <= r, r < n, 0 <= e, e < own_width], _same(single.transfer(n, s, r, e), at(layout, n, s, r, 0, e), n)),
-            *([Query(f"channel {h}: past the 1-channel program's steps is past its loops", domain + [0 <= s, s >= own_steps], s / per(n) >= own_loops(layout, n)),
-               Query(f"channel {h}: past the 1-channel program's loops its elements are idle", domain + point + [0 <= e, e < w, s / per(n) >= own_loops(layout, n)],
-                     z3.Not(theirs.active))] if collective == "allreduce" else
+            *([Query(f"channel {h}: past the 1-channel program's steps is past its loops", domain + [0 <= s, s >= own_steps],
+                     s / per(collective, n) >= own_loops(collective, layout, n)),
+               Query(f"channel {h}: past the 1-channel program's loops its elements are idle",
+                     domain + point + [0 <= e, e < w, s / per(collective, n) >= own_loops(collective, layout, n)], z3.Not(theirs.active))]
+              if collective in LOOPS else
               [Query(f"channel {h}: past the 1-channel program's steps its elements are idle", domain + point + [0 <= e, e < w, s >= own_steps], z3.Not(theirs.active))]),
             Query(f"channel {h}: past the 1-channel program's slots its elements are idle", domain + point + [0 <= e, e < w, e >= own_width], z3.Not(theirs.active)),
+        ]
+    if collective in ("reduce_scatter", "allgather"):
+        from .induction import EXPECTED
+
+        b, b2, o, o2, c = z3.Ints("b b2 o o2 c")
+        count = cells / n
+        owned = EXPECTED[collective][1 if collective == "reduce_scatter" else 0]
+        made += [
+            Query("blocks: (b, o) -> b count + o is one to one for o < count", domain + [0 <= b, b < n, 0 <= b2, b2 < n, 0 <= o, o < count, 0 <= o2, o2 < count,
+                  b * count + o == b2 * count + o2], z3.And(b == b2, o == o2)),
+            Query("blocks: cell b count + o (o < count) is block b's, the collective's", domain + [0 <= b, b < n, 0 <= o, o < count, c == b * count + o],
+                  z3.And(_bool(owned(n, cells, b, c, 0)), z3.Not(_bool(owned(n, cells, b + 1, c, 0))), z3.Not(_bool(owned(n, cells, b - 1, c, 0))), c < cells)),
         ]
     return made
 
 
-def per(n):
-    """Steps of an all-reduce loop (the chains: 1)."""
-    return 2 * (n - 1)
+#: collective -> (steps of a loop, elements of a loop) for the collectives that loop
+LOOPS = {
+    "allreduce": (lambda n: 2 * (n - 1), lambda layout, n: n * layout.chunk),
+    "reduce_scatter": (lambda n: n - 1, lambda layout, n: layout.chunk),
+    "allgather": (lambda n: n - 1, lambda layout, n: layout.chunk),
+}
 
 
-def own_loops(layout, n):
-    return as_term(layout.loops(n, n * layout.chunk), n)
+def per(collective: str, n):
+    """Steps of one loop."""
+    return LOOPS[collective][0](n)
+
+
+def own_loops(collective: str, layout, n):
+    """The generator's loop count of ``layout``'s part."""
+    return as_term(layout.loops(n, LOOPS[collective][1](layout, n)), n)
 
 
 def _same(a: Transfer, b: Transfer, n):

@@ -18,9 +18,9 @@ nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every colle
 exactly-once                 every chunk,  chains for all roots) on 1 channel, any number of
                              align, count  loops: loops, rounding and cells as lemmas, each
                                            loop by induction (:mod:`collspec.proofs.nccl_ring_loops`)
-nccl-ring.<collective>-      all N>=2,     all-reduce, broadcast, reduce on 2 channels, each
-channels-exactly-once        every part    part a solver variable: each channel is the
-                                           1-channel program on its part, shifted
+nccl-ring.<collective>-      all N>=2,     every collective on 2 channels, each part a
+channels-exactly-once        every part    solver variable: each channel is the 1-channel
+                                           program on its part, its cells moved
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
                              sizes         (:mod:`collspec.proofs.hierarchical`)
@@ -288,7 +288,9 @@ RLIMITS: dict[str, int] = {
     "nccl-ring.allgather-exactly-once": 10_000_000,  # 58,311
     "nccl-ring.broadcast-exactly-once": 10_000_000,  # 532,216
     "nccl-ring.reduce-exactly-once": 10_000_000,  # 1,051,002
-    "nccl-ring.allreduce-channels-exactly-once": 12_000_000,  # 1,430,228
+    "nccl-ring.allreduce-channels-exactly-once": 75_000_000,  # 9,132,449
+    "nccl-ring.reduce_scatter-channels-exactly-once": 10_000_000,  # 887,559
+    "nccl-ring.allgather-channels-exactly-once": 10_000_000,  # 887,559
     "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 532,216
     "nccl-ring.reduce-channels-exactly-once": 10_000_000,  # 1,051,002
     "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775

@@ -397,19 +397,19 @@ def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
     from collspec.models.generators import nccl_host, nccl_ring
 
     rows = {p.name: p.scope for p in suite()}
-    for collective in ("allreduce", "broadcast", "reduce"):
-        rooted = "all roots, " if collective != "allreduce" else ""
+    for collective in NCCL["nccl-ring"]:
+        rooted = "all roots, " if collective in ("broadcast", "reduce") else ""
         assert rows[f"nccl-ring.{collective}-channels-exactly-once"] == (
             f"all N>=2, {rooted}chunk in 1..4194304, align>=1, part0>=0, part1>=0, align divides chunk, "
             "2 channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops")
         for n in range(1, 6):
-            for options in ({"chunk": 2, "align": 2, "parts": [5, 3]}, {"chunk": 3, "align": 1, "parts": [0, 4]}, {"count": 70000, "dtype": "float16"}):
+            big = 70000 if collective not in ("reduce_scatter", "allgather") else 9000
+            for options in ({"chunk": 2, "align": 2, "parts": [5, 3]}, {"chunk": 3, "align": 1, "parts": [0, 4]}, {"count": big, "dtype": "float16"}):
                 parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", 2)
                 assert sum(parts) == options.get("count", sum(parts)) and min(parts) >= 0
                 built = generate("nccl-ring", collective, n, channels=2, **options)
-                chunk = options.get("chunk") or nccl_host.chunk_elements(collective, nccl_host.kernel_size(collective, 2), "simple")
-                align = options.get("align") or (nccl_host.align_elements(collective, 2) if chunk % nccl_host.align_elements(collective, 2) == 0 else 1)
-                proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), chunk, align).schedule(n)
+                layout = nccl_ring.layout_of(collective, channels=2, **options)  # the generator's chunk and align for these options
+                proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), layout.chunk, layout.align).schedule(n)
                 assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
                 for a, b in zip(proved.steps, built.steps):
                     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
@@ -428,6 +428,7 @@ def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_
     result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.counterexample["N"] >= 17
     assert result.queries[-1][0] == "channel 1: its element e is the 1-channel program's element e on its part, cells shifted by its offset"
+    assert row("nccl-ring.allgather-channels-exactly-once").status == FAILED
 
 
 def test_nccl_ring_channel_1_one_element_late_fails_only_the_channels_row(monkeypatch):
@@ -446,4 +447,4 @@ def test_nccl_ring_channel_1_one_element_late_fails_only_the_channels_row(monkey
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED
     result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.reason == "counterexample"
-    assert result.queries[-1][0] == "offsets: the channels' parts follow one another from 0 and end the vector"
+    assert result.queries[-1][0] == "offsets: the channels' parts follow one another from 0 and end the vector (each block)"

@@ -38,7 +38,7 @@ cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
 
 Each transfer is written as named pieces (:func:`loop_base`,
 :func:`chunk_count`, :func:`ring_loop`, :func:`block_loop`,
-:func:`chain_step`, :func:`chain_fits`; :func:`allreduce_at` and
+:func:`chain_step`, :func:`chain_fits`; :func:`allreduce_at`, :func:`block_at` and
 :func:`chain_at` for one channel's element), which the all-N proofs
 (:mod:`collspec.proofs.nccl_ring_loops`) evaluate on Z3 terms.
 
@@ -269,6 +269,19 @@ def block_loop(n, t, i, length, e, reduce: bool):
     return e < length, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n)
 
 
+def block_at(layout: Layout, reduce: bool, n, s, r, c, e):
+    """The reduce-scatter (all-gather) transfer of element e of channel c's
+    chunk of every block, rank r, step s."""
+    loop = ix.floordiv(s, n - 1)
+    t = s - loop * (n - 1)
+    base = loop * layout.chunk
+    rem = layout.part(c, n) - base
+    active, b = block_loop(n, t, layout.position(c, r, n), _min(layout.chunk, rem), e, reduce)
+    block = layout.rank_at(c, b, n)
+    cell = block * layout.count + layout.off(c, n) + base + e
+    return Transfer(active, layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+
+
 def _block_ring(layout: Layout, reduce: bool):
     """Reduce-scatter (``reduce``) or all-gather: N - 1 steps per loop of ``chunk``."""
 
@@ -276,15 +289,8 @@ def _block_ring(layout: Layout, reduce: bool):
         return layout.loops(n, layout.chunk) * (n - 1)
 
     def transfer(n, s, r, j):
-        loop = ix.floordiv(s, n - 1)
-        t = s - loop * (n - 1)
         c, e = _slot(layout, j, n)
-        base = loop * layout.chunk
-        rem = layout.part(c, n) - base
-        active, b = block_loop(n, t, layout.position(c, r, n), _min(layout.chunk, rem), e, reduce)
-        block = layout.rank_at(c, b, n)
-        cell = block * layout.count + layout.off(c, n) + base + e
-        return Transfer(active, layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+        return block_at(layout, reduce, n, s, r, c, e)
 
     def label(n, s):
         loop, t = divmod(int(s), n - 1)
