@@ -434,7 +434,7 @@ CHANNEL_AT = {
     "broadcast": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, False, n, s, r, c, e),
     "reduce": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, True, n, s, r, c, e),
 }
-#: the channel counts of the channels rows
+#: the channel count of the channels rows
 CHANNELS = 2
 
 

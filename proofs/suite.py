@@ -288,7 +288,7 @@ RLIMITS: dict[str, int] = {
     "nccl-ring.allgather-exactly-once": 10_000_000,  # 58,311
     "nccl-ring.broadcast-exactly-once": 10_000_000,  # 532,216
     "nccl-ring.reduce-exactly-once": 10_000_000,  # 1,051,002
-    "nccl-ring.allreduce-channels-exactly-once": 75_000_000,  # 9,132,449
+    "nccl-ring.allreduce-channels-exactly-once": 75_000_000,  # 9,132,449 once (1,430,228 with --only)
     "nccl-ring.reduce_scatter-channels-exactly-once": 10_000_000,  # 887,559
     "nccl-ring.allgather-channels-exactly-once": 10_000_000,  # 887,559
     "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 532,216
