@@ -389,9 +389,9 @@ def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_
 
 
 def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
-    """The channels rows prove parts_program: the generator's schedule with
-    the parts given, and with NCCL 2.30's own split of the count (parts
-    that add up to the count), step for step."""
+    """The channels rows prove parts_program: the generator's schedule on 2
+    (and 4) channels with the parts given, and with NCCL 2.30's own split
+    of the count (parts that add up to the count), step for step."""
     import numpy as np
 
     from collspec.models.generators import nccl_host, nccl_ring
@@ -404,11 +404,13 @@ def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
             "2 channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops")
         for n in range(1, 6):
             big = 70000 if collective not in ("reduce_scatter", "allgather") else 9000
-            for options in ({"chunk": 2, "align": 2, "parts": [5, 3]}, {"chunk": 3, "align": 1, "parts": [0, 4]}, {"count": big, "dtype": "float16"}):
-                parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", 2)
+            for channels, options in ((2, {"chunk": 2, "align": 2, "parts": [5, 3]}), (2, {"chunk": 3, "align": 1, "parts": [0, 4]}),
+                                      (2, {"count": big, "dtype": "float16"}), (4, {"chunk": 2, "align": 1, "parts": [3, 0, 5, 2]}),
+                                      (4, {"count": 4 * big, "dtype": "float16"})):
+                parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", channels)
                 assert sum(parts) == options.get("count", sum(parts)) and min(parts) >= 0
-                built = generate("nccl-ring", collective, n, channels=2, **options)
-                layout = nccl_ring.layout_of(collective, channels=2, **options)  # the generator's chunk and align for these options
+                built = generate("nccl-ring", collective, n, channels=channels, **options)
+                layout = nccl_ring.layout_of(collective, channels=channels, **options)  # the generator's chunk and align for these options
                 proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), layout.chunk, layout.align).schedule(n)
                 assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
                 for a, b in zip(proved.steps, built.steps):
