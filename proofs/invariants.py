@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..models import indexing as ix
 from .induction import Invariant
-from .scope import Declared, Fixed
+from .scope import Declared
 
 # -- declared ownership --------------------------------------------------------------------
 
@@ -454,75 +454,7 @@ INVARIANTS = {
     ("recursive-doubling", "allgather"): recursive_doubling_allgather,
     ("halving-doubling", "allreduce"): lambda: halving_doubling("allreduce"),
     ("halving-doubling", "reduce_scatter"): lambda: halving_doubling("reduce_scatter"),
-    # NCCL's ring at 1 channel, chunk 1, one loop: at step t ring index i sends
-    # chunk (i - t - 1) mod N, the textbook ring's chunk (ring_rs_send)
-    ("nccl-ring", "allreduce"): lambda: _scoped(ring_allreduce(0), ONE_LOOP["allreduce"]),
-    ("nccl-ring", "reduce_scatter"): lambda: _scoped(ring_allreduce(0, phases=1), ONE_LOOP["reduce_scatter"]),
-    ("nccl-ring", "allgather"): lambda: _scoped(ring_allgather(), ONE_LOOP["allgather"]),
-    ("nccl-ring", "broadcast"): lambda: _scoped_rooted(chain_broadcast(), ONE_LOOP["broadcast"]),
-    ("nccl-ring", "reduce"): lambda: _scoped_rooted(chain_reduce(), ONE_LOOP["reduce"]),
 }
-
-def _one_loop(channels: int, count: Fixed) -> tuple:
-    return (Fixed("channels", lambda n: channels, f"{channels} channel{'s' * (channels > 1)}"), Fixed("chunk", lambda n: 1, "chunk 1"), count)
-
-
-#: the options the nccl-ring rows' program fixes (:func:`collspec.models.generators.nccl_ring.one_loop_program`),
-#: as the generator's options for each N: in their scope, and what a test builds the generator's schedule with
-ONE_LOOP = {
-    "allreduce": _one_loop(1, Fixed("count", lambda n: n, "count N (one loop)")),
-    "reduce_scatter": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
-    "allgather": _one_loop(1, Fixed("count", lambda n: 1, "count 1 per rank (one loop)")),
-    "broadcast": _one_loop(1, Fixed("count", lambda n: n, "count N")),
-    "reduce": _one_loop(1, Fixed("count", lambda n: n, "count N")),
-}
-
-
-def channels_premises(channels: int) -> tuple:
-    """The options of the ``channels``-channel all-reduce row (count C N, one loop each)."""
-    return _one_loop(channels, Fixed("count", lambda n: channels * n, f"count {channels}N (one loop each)")) + (
-        Fixed("parts", lambda n: [n] * channels, "N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"),
-    )
-
-
-def _scoped_rooted(made, premises: tuple):
-    return _rooted(lambda root: _scoped(made[1](root), premises))
-
-
-def nccl_ring_channels(channels: int) -> Invariant:
-    """nccl-ring's all-reduce on ``channels`` C channels of N one-element
-    chunks each (count C N, one loop per channel): channel h owns cells
-    h N .. h N + N - 1 and runs ``ring_allreduce(0)`` on them, on its own slot
-    h; no contribution crosses channels."""
-    from dataclasses import replace
-
-    ring = ring_allreduce(0)
-
-    def channel(n, c):
-        h = 0
-        for i in range(1, channels):
-            h = ix.where(c >= i * n, i, h)
-        return h
-
-    def local(n, c):
-        return c - channel(n, c) * n
-
-    def prev(n, s, r, c, *rest):
-        return ix.ring_prev(r, n), channel(n, c)
-
-    return replace(
-        ring,
-        holds=lambda n, s, r, c, x, k: ix.both(channel(n, c) == channel(n, k), ring.holds(n, s, r, local(n, c), x, local(n, k))),
-        writer=prev,
-        source=prev,
-        premises=channels_premises(channels),
-    )
-
-
-def _scoped(made: Invariant, premises: tuple) -> Invariant:
-    from dataclasses import replace
-
-    return replace(made, premises=made.premises + premises)
 
 
 #: rooted programs proved at root 0 by induction and for every other root as

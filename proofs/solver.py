@@ -131,6 +131,11 @@ def within(row: Row):
         _ROW.reset(token)
 
 
+def current_row() -> Row | None:
+    """The proof row being run, or None."""
+    return _ROW.get()
+
+
 def current_rlimit() -> int:
     """The resource limit per check here: the row's, or :data:`DEFAULT_RLIMIT`."""
     row = _ROW.get()

@@ -15,8 +15,12 @@ exactly-once                               and reduces add into the same index, 
                                            where the root is symbolic too (the rooted trees:
                                            at root 0, then every root as a renaming)
 nccl-ring.<collective>-      all N>=2,     the same for NCCL's ring (every collective; the
-exactly-once                 one loop      chains for all roots) at 1 channel, chunk 1, one
-                                           loop (count N, or 1 per rank)
+exactly-once                 every chunk,  chains for all roots) on 1 channel, any number of
+                             align, count  loops: loops, rounding and cells as lemmas, each
+                                           loop by induction (:mod:`collspec.proofs.nccl_ring_loops`)
+nccl-ring.<collective>-      all N>=2,     every collective on 2 channels (--full: also 4),
+[4-]channels-exactly-once    every part    each part a solver variable: each channel is the
+                                           1-channel program on its part, its cells moved
 hierarchical-ring.           all N>=2,     the same, node count and GPUs per node both
 allreduce-exactly-once       all group     symbolic, on the algorithm's coordinate function
                              sizes         (:mod:`collspec.proofs.hierarchical`)
@@ -66,7 +70,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -182,8 +186,13 @@ def suite(full: bool = False) -> list[Proof]:
         Proof(f"{algorithm}.{collective}-exactly-once", induction_scope(algorithm, collective), INDUCTION_STATEMENT, _induction_proof(algorithm, collective))
         for algorithm, collective in invariants.INVARIANTS
     ]
-    if full:  # ~5 s: only under --full
-        proofs.append(Proof(CHANNELS_ROW, ALL_N + invariants.channels_premises(2), INDUCTION_STATEMENT, _nccl_channels_proof))
+    proofs += [Proof(f"nccl-ring.{collective}-exactly-once", nccl_ring_loops.scope(collective), INDUCTION_STATEMENT, nccl_ring_loops.PROOFS[collective])
+               for collective in nccl_ring_loops.PROOFS]
+    proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
+                     lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
+    if full:  # ~17 s of CPU: only under --full
+        proofs += [Proof(f"nccl-ring.{collective}-4-channels-exactly-once", nccl_ring_loops.channels_scope(collective, 4), INDUCTION_STATEMENT,
+                         lambda collective=collective: nccl_ring_loops.channels_proof(collective, 4)) for collective in nccl_ring_loops.CHANNEL_AT]
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
@@ -277,12 +286,21 @@ RLIMITS: dict[str, int] = {
     "recursive-doubling.allgather-exactly-once": 10_000_000,  # 1,164,748
     "halving-doubling.allreduce-exactly-once": 20_000_000,  # 1,714,311
     "halving-doubling.reduce_scatter-exactly-once": 10_000_000,  # 957,825
-    "nccl-ring.allreduce-exactly-once": 10_000_000,  # 876,020
-    "nccl-ring.reduce_scatter-exactly-once": 10_000_000,  # 346,251
-    "nccl-ring.allgather-exactly-once": 10_000_000,  # 152,228
-    "nccl-ring.broadcast-exactly-once": 10_000_000,  # 86,386
-    "nccl-ring.reduce-exactly-once": 10_000_000,  # 156,189
-    "nccl-ring.allreduce-channels-exactly-once": 30_000_000,  # 3,533,670
+    "nccl-ring.allreduce-exactly-once": 12_000_000,  # 1,430,228
+    "nccl-ring.reduce_scatter-exactly-once": 10_000_000,  # 362,984
+    "nccl-ring.allgather-exactly-once": 10_000_000,  # 58,311
+    "nccl-ring.broadcast-exactly-once": 10_000_000,  # 532,216
+    "nccl-ring.reduce-exactly-once": 10_000_000,  # 1,051,002
+    "nccl-ring.allreduce-channels-exactly-once": 75_000_000,  # 9,132,449 once (1,430,228 with --only)
+    "nccl-ring.reduce_scatter-channels-exactly-once": 10_000_000,  # 887,559
+    "nccl-ring.allreduce-4-channels-exactly-once": 20_000_000,  # 2,212,256
+    "nccl-ring.reduce_scatter-4-channels-exactly-once": 10_000_000,  # 536,954
+    "nccl-ring.allgather-4-channels-exactly-once": 10_000_000,  # 536,954
+    "nccl-ring.broadcast-4-channels-exactly-once": 10_000_000,  # 561,071
+    "nccl-ring.reduce-4-channels-exactly-once": 10_000_000,  # 1,051,002
+    "nccl-ring.allgather-channels-exactly-once": 10_000_000,  # 887,559
+    "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 532,216
+    "nccl-ring.reduce-channels-exactly-once": 10_000_000,  # 1,051,002
     "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775
     "builtin.ring": 50_000_000,  # 0
     "builtin.ring-seed": 50_000_000,  # 98,363
@@ -325,25 +343,14 @@ def induction_scope(algorithm: str, collective: str) -> Scope:
 
 
 def proved_program(algorithm: str, collective: str):
-    """The program an ``-exactly-once`` row proves: the generator's with its
-    default options, or for nccl-ring its one-loop instance (an all-N
-    statement needs the options tied to N; see invariants.ONE_LOOP)."""
-    from ..models.generators import nccl_ring
-
-    if algorithm == "nccl-ring":
-        return nccl_ring.one_loop_program(collective)
+    """The program an ``-exactly-once`` row of :data:`invariants.INVARIANTS`
+    proves: the generator's with its default options (nccl-ring's rows are
+    :mod:`collspec.proofs.nccl_ring_loops`'s)."""
     return program(algorithm, collective)
 
 
-#: the one row only ``--full`` runs: nccl-ring's all-reduce on 2 channels for all N
+#: nccl-ring's all-reduce on 2 channels for all N, every part, chunk, align and count
 CHANNELS_ROW = "nccl-ring.allreduce-channels-exactly-once"
-
-
-def _nccl_channels_proof() -> Outcome:
-    """nccl-ring's all-reduce, 2 channels of one loop each, for all N."""
-    from ..models.generators import nccl_ring
-
-    return run_queries([induction.spec_check("allreduce"), *induction.queries(nccl_ring.one_loop_program("allreduce", channels=2), invariants.nccl_ring_channels(2))])
 
 
 def _hierarchical_proof() -> Outcome:

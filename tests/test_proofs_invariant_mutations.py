@@ -318,39 +318,37 @@ def test_nccl_pat_dropping_a_step_at_aggregation_1_fails_its_bounded_row(monkeyp
     assert result.status == FAILED and result.counterexample["wrong_outputs"]
 
 
-# -- nccl-ring's all-N rows (one loop) -----------------------------------------------------------
+# -- nccl-ring's all-N rows (every chunk, align and count; collspec.proofs.nccl_ring_loops) --------
 
 
-def test_one_loop_program_is_the_generators_schedule():
-    """What the nccl-ring rows prove is the generator's schedule at 1
-    channel, chunk 1, count N (all-reduce) or 1 per rank, step for step:
-    built with the options the row's scope states."""
+def test_options_program_is_the_generators_schedule():
+    """What the nccl-ring rows prove (options_program, chunk, align and
+    count its parameters) is the generator's schedule on 1 channel, step for
+    step, at every option value tried, roots included."""
     import numpy as np
-
-    from collspec.proofs.suite import induction_scope
 
     from collspec.models.generators import nccl_ring
 
     for collective in NCCL["nccl-ring"]:
-        for n in range(1, 10):
-            for root in range(n) if collective in ("broadcast", "reduce") else [0]:
-                options = {"root": root} if collective in ("broadcast", "reduce") else {}
-                proved = nccl_ring.one_loop_program(collective, root).schedule(n)
-                fixed = induction_scope("nccl-ring", collective).fixed(n)  # the options the row's scope states
-                assert fixed == {"channels": 1, "chunk": 1, "count": nccl_ring.ONE_LOOP_COUNT[collective](n)}
-                built = generate("nccl-ring", collective, n, **fixed, **options)
-                assert (proved.chunks, len(proved.steps), proved.root) == (built.chunks, len(built.steps), built.root)
-                for a, b in zip(proved.steps, built.steps):
-                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
+        for n in range(1, 6):
+            for chunk, align in ((1, 1), (2, 2), (3, 1), (4, 2)):
+                for count in (0, 1, 4, 9, 13):
+                    for root in range(n) if collective in ("broadcast", "reduce") else [0]:
+                        options = {"root": root} if collective in ("broadcast", "reduce") else {}
+                        proved = nccl_ring.options_program(collective, chunk, align, count, root).schedule(n)
+                        built = generate("nccl-ring", collective, n, channels=1, chunk=chunk, align=align, count=count, **options)
+                        assert (proved.chunks, len(proved.steps), proved.root, proved.link_capacity) == (built.chunks, len(built.steps), built.root, built.link_capacity)
+                        for a, b in zip(proved.steps, built.steps):
+                            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op")), (collective, n)
 
 
 def test_nccl_ring_rows_are_all_n_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite()}
-    assert rows["nccl-ring.allreduce-exactly-once"] == "all N>=2, 1 channel, chunk 1, count N (one loop)"
-    for collective in ("reduce_scatter", "allgather"):
-        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, 1 channel, chunk 1, count 1 per rank (one loop)"
+    options = "chunk in 1..4194304, align>=1, count>=0, align divides chunk, 1 channel on the identity ring, any number of loops"
+    for collective in ("allreduce", "reduce_scatter", "allgather"):
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == f"all N>=2, {options}"
     for collective in ("broadcast", "reduce"):
-        assert rows[f"nccl-ring.{collective}-exactly-once"] == "all N>=2, all roots, 1 channel, chunk 1, count N"
+        assert rows[f"nccl-ring.{collective}-exactly-once"] == f"all N>=2, all roots, {options}"
 
 
 @pytest.mark.parametrize("collective", NCCL["nccl-ring"])
@@ -392,21 +390,33 @@ def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_
     assert result.status == FAILED and "N" in result.counterexample
 
 
-def test_nccl_ring_channels_row_is_full_only_and_proves_the_generators_two_channel_schedule():
+def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
+    """The channels rows prove parts_program: the generator's schedule on 2
+    (and 4) channels with the parts given, and with NCCL 2.30's own split
+    of the count (parts that add up to the count), step for step."""
     import numpy as np
 
-    from collspec.models.generators import nccl_ring
-    from collspec.proofs.suite import CHANNELS_ROW
+    from collspec.models.generators import nccl_host, nccl_ring
 
-    assert CHANNELS_ROW not in {p.name for p in suite()}
-    (proof,) = select(suite(full=True), CHANNELS_ROW)
-    assert proof.scope == "all N>=2, 2 channels, chunk 1, count 2N (one loop each), N per channel (parts given, as NCCL 2.30 splits a collective that shares its plan)"
-    for n in range(1, 8):
-        proved = nccl_ring.one_loop_program("allreduce", channels=2).schedule(n)
-        built = generate("nccl-ring", "allreduce", n, **proof.premises.fixed(n))
-        assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
-        for a, b in zip(proved.steps, built.steps):
-            assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
+    rows = {p.name: p.scope for p in suite()}
+    for collective in NCCL["nccl-ring"]:
+        rooted = "all roots, " if collective in ("broadcast", "reduce") else ""
+        assert rows[f"nccl-ring.{collective}-channels-exactly-once"] == (
+            f"all N>=2, {rooted}chunk in 1..4194304, align>=1, part0>=0, part1>=0, align divides chunk, "
+            "2 channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops")
+        for n in range(1, 6):
+            big = 70000 if collective not in ("reduce_scatter", "allgather") else 9000
+            for channels, options in ((2, {"chunk": 2, "align": 2, "parts": [5, 3]}), (2, {"chunk": 3, "align": 1, "parts": [0, 4]}),
+                                      (2, {"count": big, "dtype": "float16"}), (4, {"chunk": 2, "align": 1, "parts": [3, 0, 5, 2]}),
+                                      (4, {"count": 4 * big, "dtype": "float16"})):
+                parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", channels)
+                assert sum(parts) == options.get("count", sum(parts)) and min(parts) >= 0
+                built = generate("nccl-ring", collective, n, channels=channels, **options)
+                layout = nccl_ring.layout_of(collective, channels=channels, **options)  # the generator's chunk and align for these options
+                proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), layout.chunk, layout.align).schedule(n)
+                assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
+                for a, b in zip(proved.steps, built.steps):
+                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
 
 
 def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_row(monkeypatch):
@@ -419,6 +429,26 @@ def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_
     assert check(generate("nccl-ring", "allreduce", 16, channels=2, chunk=1, parts=[16, 16])).ok
     assert not check(generate("nccl-ring", "allreduce", 17, channels=2, chunk=1, parts=[17, 17])).ok
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED  # one channel: channel 1 unused
-    (proof,) = select(suite(full=True), CHANNELS_ROW)
-    result = run_proof(proof)
+    result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert result.queries[-1][0] == "channel 1: its element e is the 1-channel program's element e on its part, cells shifted by its offset"
+    assert row("nccl-ring.allgather-channels-exactly-once").status == FAILED
+
+
+def test_nccl_ring_channel_1_one_element_late_fails_only_the_channels_row(monkeypatch):
+    """Channel 1's part starts one element after channel 0's ends: only
+    several channels show it."""
+    from collspec.models.generators import nccl_ring
+    from collspec.proofs.suite import CHANNELS_ROW
+
+    original = nccl_ring.Layout.off
+    monkeypatch.setattr(nccl_ring.Layout, "off", lambda self, c, n: original(self, c, n) + ix.where(c >= 1, 1, 0))
+    assert check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=9)).ok
+    from collspec.models.layout import ScheduleError
+
+    with pytest.raises(ScheduleError, match="out of range"):  # channel 1's last cell is past the vector
+        check(generate("nccl-ring", "allreduce", 4, channels=2, chunk=1, parts=[5, 4]))
+    assert row("nccl-ring.allreduce-exactly-once").status == PROVED
+    result = row(CHANNELS_ROW)
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.queries[-1][0] == "offsets: the channels' parts follow one another from 0 and end the vector (each block)"

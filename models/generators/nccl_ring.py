@@ -36,6 +36,12 @@ cells; reduce-scatter, all-gather: ``count`` per rank, N * count cells).
   root (broadcast) or from the rank after it back to the root (reduce), one
   ``chunk`` per step.
 
+Each transfer is written as named pieces (:func:`loop_base`,
+:func:`chunk_count`, :func:`ring_loop`, :func:`block_loop`,
+:func:`chain_step`, :func:`chain_fits`; :func:`allreduce_at`, :func:`block_at` and
+:func:`chain_at` for one channel's element), which the all-N proofs
+(:mod:`collspec.proofs.nccl_ring_loops`) evaluate on Z3 terms.
+
 Options (``generate("nccl-ring", COLLECTIVE, N, **options)``): ``channels``
 (the communicator's channels, 1..64, default 2), ``dtype`` (a spec dtype
 name, default ``float32``: the element size), ``protocol`` (``simple``,
@@ -200,23 +206,51 @@ def _slot(layout: Layout, j, n):
     return c, j - c * width
 
 
+def loop_base(layout: Layout, n, loop):
+    """Where all-reduce loop ``loop`` starts in its channel's part: loops of
+    ``N * chunk`` elements follow one another."""
+    return loop * n * layout.chunk
+
+
+def chunk_count(layout: Layout, n, rem):
+    """An all-reduce loop's chunkCount with ``rem`` elements of the part
+    left: ``chunk``, or in the last, partial loop (rem < N * chunk)
+    ``alignUp(divUp(rem, N), align)`` (NCCL's ``runRing``)."""
+    return ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
+
+
+def ring_loop(n, t, i, count, rem, e):
+    """One all-reduce loop at ring step t (0 .. 2N - 3) for the rank at ring
+    index i and element e of its chunk, the loop's chunkCount ``count`` and
+    ``rem`` elements left: ``(active, chunk index k, op)``. It sends chunk
+    ``(i - t - 1) mod N`` while reducing, ``(i - t + N - 1) mod N`` while
+    gathering; chunk k holds ``min(count, rem - k count)`` elements."""
+    reducing = t < n - 1
+    k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
+    nelem = _min(count, rem - k * count)
+    return ix.both(rem > 0, e < nelem), k, ix.where(reducing, REDUCE, COPY)
+
+
+def allreduce_at(layout: Layout, n, s, r, c, e):
+    """The all-reduce transfer of element e of channel c's chunk, rank r, step s."""
+    per_loop = 2 * (n - 1)
+    loop = ix.floordiv(s, per_loop)
+    t = s - loop * per_loop
+    base = loop_base(layout, n, loop)
+    rem = layout.part(c, n) - base
+    count = chunk_count(layout, n, rem)
+    active, k, op = ring_loop(n, t, layout.index(c, r, n), count, rem, e)
+    cell = layout.off(c, n) + base + k * count + e
+    return Transfer(active, layout.next(c, r, n), cell, cell, op)
+
+
 def _allreduce(layout: Layout):
     def steps(n):
         return layout.loops(n, n * layout.chunk) * 2 * (n - 1)
 
     def transfer(n, s, r, j):
-        per_loop = 2 * (n - 1)
-        loop = ix.floordiv(s, per_loop)
-        t = s - loop * per_loop
         c, e = _slot(layout, j, n)
-        rem = layout.part(c, n) - loop * n * layout.chunk
-        chunk_count = ix.where(rem < n * layout.chunk, _align_up(_divup(rem, n), layout.align), layout.chunk)
-        i = layout.index(c, r, n)
-        reducing = t < n - 1
-        k = ix.where(reducing, ix.wrap(i - 1 - t, n), ix.wrap(i - t + n - 1, n))
-        nelem = _min(chunk_count, rem - k * chunk_count)
-        cell = layout.off(c, n) + loop * n * layout.chunk + k * chunk_count + e
-        return Transfer(ix.both(rem > 0, e < nelem), layout.next(c, r, n), cell, cell, ix.where(reducing, REDUCE, COPY))
+        return allreduce_at(layout, n, s, r, c, e)
 
     def label(n, s):
         per_loop = 2 * (n - 1)
@@ -227,6 +261,27 @@ def _allreduce(layout: Layout):
     return steps, transfer, label
 
 
+def block_loop(n, t, i, length, e, reduce: bool):
+    """One reduce-scatter (``reduce``) or all-gather loop at ring step t
+    (0 .. N - 2) for the rank at ring index i and element e of the loop's
+    ``length`` elements of every block: ``(active, ring index of the rank
+    whose block it sends)``, ``i - 1 - t`` or ``i - t`` mod N."""
+    return e < length, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n)
+
+
+def block_at(layout: Layout, reduce: bool, n, s, r, c, e):
+    """The reduce-scatter (all-gather) transfer of element e of channel c's
+    chunk of every block, rank r, step s."""
+    loop = ix.floordiv(s, n - 1)
+    t = s - loop * (n - 1)
+    base = loop * layout.chunk
+    rem = layout.part(c, n) - base
+    active, b = block_loop(n, t, layout.position(c, r, n), _min(layout.chunk, rem), e, reduce)
+    block = layout.rank_at(c, b, n)
+    cell = block * layout.count + layout.off(c, n) + base + e
+    return Transfer(active, layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+
+
 def _block_ring(layout: Layout, reduce: bool):
     """Reduce-scatter (``reduce``) or all-gather: N - 1 steps per loop of ``chunk``."""
 
@@ -234,14 +289,8 @@ def _block_ring(layout: Layout, reduce: bool):
         return layout.loops(n, layout.chunk) * (n - 1)
 
     def transfer(n, s, r, j):
-        loop = ix.floordiv(s, n - 1)
-        t = s - loop * (n - 1)
         c, e = _slot(layout, j, n)
-        rem = layout.part(c, n) - loop * layout.chunk
-        i = layout.position(c, r, n)
-        block = layout.rank_at(c, ix.wrap(i - 1 - t, n) if reduce else ix.wrap(i - t, n), n)
-        cell = block * layout.count + layout.off(c, n) + loop * layout.chunk + e
-        return Transfer(e < _min(layout.chunk, rem), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+        return block_at(layout, reduce, n, s, r, c, e)
 
     def label(n, s):
         loop, t = divmod(int(s), n - 1)
@@ -254,6 +303,27 @@ def _block_ring(layout: Layout, reduce: bool):
     return steps, transfer, label
 
 
+def chain_step(n, s, q, reduce: bool):
+    """The pipelined chain at step s for the rank at chain position q (its
+    distance from the root along the ring): ``(sends, chunk index k)``; a
+    broadcast's positions 0 .. N - 2 send chunk s - q, a reduce's 1 .. N - 1
+    chunk s - q + 1."""
+    return (q >= 1, s - (q - 1)) if reduce else (q <= n - 2, s - q)
+
+
+def chain_fits(layout: Layout, c, n, k, e):
+    """Element e of chunk k is in channel c's part: ``e < min(chunk, part - k chunk)``."""
+    return e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)
+
+
+def chain_at(layout: Layout, reduce: bool, n, s, r, c, e):
+    """The broadcast (reduce) transfer of element e of channel c's chunk, rank r, step s."""
+    q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
+    sends, k = chain_step(n, s, q, reduce)
+    cell = layout.off(c, n) + k * layout.chunk + e
+    return Transfer(ix.both(sends, k >= 0, chain_fits(layout, c, n, k, e)), layout.next(c, r, n), cell, cell, REDUCE if reduce else COPY)
+
+
 def _chain(layout: Layout, reduce: bool):
     """Broadcast from the root, or reduce into it, along each channel's ring."""
 
@@ -262,12 +332,7 @@ def _chain(layout: Layout, reduce: bool):
 
     def transfer(n, s, r, j):
         c, e = _slot(layout, j, n)
-        q = ix.wrap(layout.position(c, r, n) - layout.position(c, layout.root, n), n)
-        k = s - (q - 1) if reduce else s - q
-        sends = q >= 1 if reduce else q <= n - 2
-        cell = layout.off(c, n) + k * layout.chunk + e
-        return Transfer(ix.both(sends, k >= 0, e < _min(layout.chunk, layout.part(c, n) - k * layout.chunk)), layout.next(c, r, n), cell, cell,
-                        REDUCE if reduce else COPY)
+        return chain_at(layout, reduce, n, s, r, c, e)
 
     def label(n, s):
         return ("reduce" if reduce else "broadcast"), f"pipeline step {int(s)}"
@@ -388,14 +453,14 @@ ONE_LOOP_COUNT = {"allreduce": lambda n: n, "reduce_scatter": lambda n: 1, "allg
 def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     """The transfer function of ``collective`` with 1 channel, chunk 1, align 1,
     the identity ring and exactly one loop: ``count`` N for all-reduce (the
-    option tied to the rank count, so a proof with N a solver variable has
-    every chunk non-empty), 1 per rank for reduce-scatter and all-gather, N
-    one-element chunks for broadcast and reduce from ``root`` (a Z3 variable
-    in the proofs). The transfer is :data:`BUILDERS`'s own, on that layout;
-    its schedule is ``generate_ring(collective, n, channels=1, chunk=1,
-    count=..., root=...)``'s (a test compares them). What the all-N rows
-    ``nccl-ring.*-exactly-once`` prove. ``channels`` C > 1 (all-reduce):
-    count C N, one loop on each channel (``--full``'s channels row)."""
+    option tied to the rank count), 1 per rank for reduce-scatter and
+    all-gather, N one-element chunks for broadcast and reduce from ``root``.
+    The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
+    ``generate_ring(collective, n, channels=1, chunk=1, count=..., root=...)``'s.
+    The all-N rows prove :func:`options_program` and :func:`parts_program`,
+    which cover it; tests use this instance to show bugs that only several
+    loops or channels reveal. ``channels`` C > 1 (all-reduce): count C N,
+    one loop on each channel."""
 
     def built(n):
         per = ONE_LOOP_COUNT[collective]
@@ -407,6 +472,53 @@ def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
         lambda n, s: built(n)[2](n, s), lambda root=root: one_loop_program(collective, root, channels), params={"root": root} if rooted else {},
         capacity=_link_load, root=root if rooted else None,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {channels} channel{'s' * (channels > 1)}, chunk 1, one loop",
+    )
+
+
+def options_layout(collective: str, chunk, align, count, root=0) -> Layout:
+    """The layout of :func:`options_program`: 1 channel, the identity ring, part ``count``."""
+    return Layout(collective, count, 1, chunk, align, None, root, equal=(count,))
+
+
+def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Program:
+    """The transfer function of ``collective`` on 1 channel (the identity
+    ring, the whole vector its part) with ``chunk``, ``align`` and ``count``
+    as parameters: Z3 variables in the proofs (:mod:`collspec.proofs.nccl_ring_loops`),
+    so one proof covers every chunk, alignment and count, hence any number
+    of loops. The transfer is :data:`BUILDERS`'s own; at ints its schedule
+    is ``generate_ring(collective, n, channels=1, chunk=chunk, align=align,
+    count=count, root=root)``'s (a test compares them)."""
+    rooted = collective in ("broadcast", "reduce")
+    layout = options_layout(collective, chunk, align, count, root)
+    steps, transfer, label = BUILDERS[collective](layout)
+    params = {"chunk": chunk, "align": align, "count": count, **({"root": root} if rooted else {})}
+    return Program(
+        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps, lambda n: layout.width(n),
+        transfer, label, lambda **values: options_program(collective, **values), params=params, capacity=_link_load, root=root if rooted else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements",
+    )
+
+
+def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Program:
+    """The transfer function of ``collective`` on ``len(parts)`` channels
+    (the identity ring on each) with channel h's part ``parts[h]`` elements
+    (per rank's block for reduce-scatter and all-gather; ``count`` their
+    sum), ``chunk`` and ``align``: parameters ``part0``, ``part1``, ...,
+    Z3 variables in the proofs. At ints its schedule is
+    ``generate_ring(collective, n, channels=len(parts), parts=parts, ...)``'s."""
+    rooted = collective in ("broadcast", "reduce")
+    count = sum(parts[1:], parts[0])
+    layout = Layout(collective, count, len(parts), chunk, align, None, root, equal=tuple(parts))
+    steps, transfer, label = BUILDERS[collective](layout)
+    params = {**{f"part{h}": p for h, p in enumerate(parts)}, "chunk": chunk, "align": align, **({"root": root} if rooted else {})}
+
+    def rebuilt(**values):
+        return parts_program(collective, tuple(values[f"part{h}"] for h in range(len(parts))), values["chunk"], values["align"], values.get("root", 0))
+
+    return Program(
+        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps,
+        lambda n: layout.channels * layout.width(n), transfer, label, rebuilt, params=params, capacity=_link_load, root=root if rooted else None,
+        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}",
     )
 
 
