@@ -25,8 +25,8 @@ ORIGINAL_REVERSE = nccl_pat._reverse
 RS, AG = "nccl-pat.reduce_scatter-exactly-once", "nccl-pat.allgather-exactly-once"
 
 
-def row(name):
-    (found,) = [p for p in suite(full=True) if p.name == name]
+def row(name, full=True):
+    (found,) = [p for p in suite(full=full) if p.name == name]
     return run_proof(found)
 
 
@@ -103,6 +103,7 @@ def test_one_message_too_many_from_17_fails_the_reduce_scatter_row(monkeypatch):
     for n in (10, 16):
         assert check(generate("nccl-pat", "reduce_scatter", n, **options)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-pat", "reduce_scatter", 17, **options)).ok
+    assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6) passes
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 17
     assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
@@ -115,6 +116,7 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
         assert check(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)).ok
     assert check(generate("nccl-pat", "reduce_scatter", 17, aggregation=4, post=1, chunk=1, count=1)).ok
     assert not check(generate("nccl-pat", "reduce_scatter", 17, chunk=1, count=1)).ok
+    assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6, aggregation <= 4) passes
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 10
-    assert _failed_query(result) == ["disjoint-writers: two writes into one cell bring no common contribution"]
+    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
