@@ -1,45 +1,36 @@
-"""nccl-pat's reduce-scatter and all-gather compute every contribution exactly once, for every N <= 65536.
+"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 10..65536.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 transfer function (:func:`collspec.models.generators.nccl_pat.pat_program`),
-N symbolic in 2..65536 on bit-vectors, at the options of :data:`OPTIONS`.
+N symbolic in 10..65536 on bit-vectors, at the options of :data:`OPTIONS`:
+aggregation 8, postFreq 1, chunk 1, count 1, which is what NCCL 2.30's
+``PatRSAlgorithm`` constructor chooses at chunk 1, count 1 from N = 10
+(aggFactor = min(8 postFreq, the power of two at or above N/2)).
 
-The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``,
-``PatAGAlgorithm``, ``mirrorInvert`` and ``nextAs`` in
-``src/include/collectives.h``), written here again rather than taken from
-the generator, so that a wrong generator helper fails a query instead of
-agreeing with itself. With P the power of two at or above N, the
-aggregation A and delta = P / A, rank r's cell c is the partial (or the
-copy) of block c at *offset* o = c - r mod N. An offset o of low part
-l = o mod delta and high part i = o / delta is sent once per loop:
+The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``
+and ``mirrorInvert`` in ``src/include/collectives.h``), written here again
+rather than taken from the generator, so that a wrong generator helper
+fails a query instead of agreeing with itself. With P the power of two at
+or above N, the aggregation A and delta = P / A, rank r's cell c is the
+partial of block c at *offset* o = c - r mod N. An offset o of low part
+l = o mod delta and high part i = o / delta is sent once per loop, to
+o - lowbit(o) on rank r + lowbit(o): the steps ``as`` = delta - 1 down to
+1 (A blocks each), then the scales 1, 2, .. A/2 (A / (2 scale) blocks
+each); a step's blocks go in ``mirrorInvert`` order (block i in message
+A - 1 - mirror(i)). With postFreq 1 each message is one block and one
+schedule step, so offset o's send is step T(o) of the loop
+(:func:`send_step`). The claim after s steps: the partial at offset o holds
+the contribution of offset o + d (rank c - o - d) exactly once when d = 0,
+or d is below o's lowest set bit (any d for o = 0), o + d < N, and the
+partial at o + highbit(d) (the last hop of o + d's path) has been sent:
+T(o + highbit(d)) < s.
 
-- reduce-scatter: the steps ``as`` = delta - 1 down to 1 (A blocks each),
-  then the scales 1, 2, .. A/2 (A / (2 scale) blocks each); a step's blocks
-  go in ``mirrorInvert`` order (block i in message A - 1 - mirror(i));
-  offset o goes to o - lowbit(o) on rank r + lowbit(o);
-- all-gather: the scales A/2 down to 1 (block i of scale step
-  ``scale`` in message (i - 1) / 2), then the steps ``as`` in ``nextAs``
-  order (a pre-order walk of the bits below delta: ``as`` = l comes at
-  position popcount(l) - 1 + delta - lowbit(l) - l), block i in message i;
-  offset o arrives from o - lowbit(o) on rank r + lowbit(o).
-
-With postFreq 1 each message is one block and one schedule step, so
-offset o's send is step T(o) of the loop. The claim after s steps:
-
-- reduce-scatter: the partial at offset o holds the contribution of offset
-  o + d (rank c - o - d) exactly once when d = 0, or d is below o's lowest
-  set bit (any d for o = 0), o + d < N, and the partial at o + highbit(d)
-  (the last hop of o + d's path) has been sent: T(o + highbit(d)) < s.
-- all-gather: the cell at offset o holds block c (rank c's input) when
-  o = 0 or its copy has arrived: T(o) < s; nothing else.
-
-Premises beyond the induction's: none; the options are the ones in the
-scope. What stays bounded is listed in docs/proofs.md.
+Premises beyond the induction's: none; the options and N >= 10 are the
+scope's. What stays bounded (N below 10, other aggregations and postFreq,
+several loops, the all-gather) is listed in docs/proofs.md.
 """
 
 from __future__ import annotations
-
-import z3
 
 from ..models import indexing as ix
 from ..models.generators import nccl_pat
@@ -55,7 +46,6 @@ LOWEST = 10
 #: row -> (collective, the options of the proved program)
 OPTIONS = {
     "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}),
-    "nccl-pat.allgather-exactly-once": ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}),
 }
 
 
@@ -105,20 +95,12 @@ def _mirror(i, size):
     return out
 
 
-def _popcount(v):
-    out = 0 * v
-    for k in range(ix.RANK_BITS - 1):
-        out = out + (ix.shift_right(v, k) & 1)
-    return out
-
-
 def _low_bit(v):
     return v & -v
 
 
-def send_step(n, o, reduce: bool):
-    """T(o): the message of a loop that sends (reduce-scatter) or brings
-    (all-gather) offset o, 1 <= o < P (module text)."""
+def send_step(n, o):
+    """T(o): the message of a loop that sends offset o, 1 <= o < P (module text)."""
     p = _pow2_at_or_above(n)
     a = AGGREGATION
     log_a = _log2(a)
@@ -128,67 +110,23 @@ def send_step(n, o, reduce: bool):
     k = _log2(_low_bit(ix.where(i == 0, 1, i)))  # scale 2**k
     blocks = ix.shift_right(a, k + 1)  # blocks (and messages) of scale step 2**k
     inner = ix.shift_right(i, k + 1)  # i = (2 inner + 1) 2**k
-    if reduce:
-        as_step = ix.shift_left(delta - 1 - l, log_a, like=o) + a - 1 - _mirror(i, a)
-        scale_step = ix.shift_left(delta - 1, log_a, like=o) + a - blocks - 1 - _mirror(inner, blocks)
-    else:
-        position = _popcount(l) - 1 + delta - _low_bit(l) - l
-        as_step = a - 1 + ix.shift_left(position, log_a, like=o) + i
-        scale_step = blocks - 1 + inner
+    as_step = ix.shift_left(delta - 1 - l, log_a, like=o) + a - 1 - _mirror(i, a)
+    scale_step = ix.shift_left(delta - 1, log_a, like=o) + a - blocks - 1 - _mirror(inner, blocks)
     return ix.where(l == 0, scale_step, as_step)
 
 
-def distance(n, t, reduce: bool):
+def distance(n, t):
     """The distance of message t of a loop (module text)."""
     p = _pow2_at_or_above(n)
     a = AGGREGATION
     log_a = _log2(a)
     delta = ix.shift_right(p, log_a)
     first = ix.shift_left(delta - 1, log_a, like=t)
-    if reduce:
-        in_as = t < first
-        low = delta - 1 - ix.shift_right(t, log_a)
-        t2 = t - first
-        k = log_a - 1 - _log2(ix.where(a - 1 - t2 >= 1, a - 1 - t2, 1))
-    else:
-        in_as = t >= a - 1
-        tt = t - (a - 1)
-        q = ix.shift_right(tt, log_a)
-        low = ix.where(in_as, nccl_pat.next_as(q, delta), 1)
-        k = log_a - 1 - _log2(t + 1)
+    in_as = t < first
+    low = delta - 1 - ix.shift_right(t, log_a)
+    t2 = t - first
+    k = log_a - 1 - _log2(ix.where(a - 1 - t2 >= 1, a - 1 - t2, 1))
     return ix.where(in_as, _low_bit(ix.where(low == 0, 1, low)), ix.shift_left(delta, ix.where(in_as, 0, k), like=t))
-
-
-def _before(l, l2):
-    """In NCCL's nextAs walk (a pre-order walk of the bits, children in
-    decreasing order), ``as`` = l comes before ``as`` = l2 (both >= 1, l != l2):
-    l is an ancestor of l2 (l2 with low set bits cleared), or at the highest
-    bit b where they differ l has b and l2 has a set bit below b."""
-    b = ix.shift_left(1, _log2(ix.where((l ^ l2) >= 1, l ^ l2, 1)), like=l)
-    below = b - 1
-    return ix.both(l != l2, ix.either(ix.both((l2 & b) != 0, (l & below) == 0), ix.both((l & b) != 0, (l2 & below) != 0)))
-
-
-def gathered(n, t, o):
-    """All-gather: offset o >= 1 has arrived before message t of the loop (T(o) < t)."""
-    p = _pow2_at_or_above(n)
-    a = AGGREGATION
-    log_a = _log2(a)
-    delta = ix.shift_right(p, log_a)
-    l = o & (delta - 1)
-    i = ix.shift_right(o, _log2(delta))
-    k = _log2(_low_bit(ix.where(i == 0, 1, i)))
-    inner = ix.shift_right(i, k + 1)
-    t = t + 0 * o  # a term even where t is a number (the base and end steps)
-    tt = t - (a - 1)
-    in_as = t >= a - 1
-    pos = ix.shift_right(tt, log_a)
-    m = tt & (a - 1)
-    l_t = nccl_pat.next_as(pos, delta)  # the walk's order is checked against _before (module text)
-    # the scale steps: message t = blocks - 1 + inner (blocks = A / 2**(k+1))
-    scale_done = ix.either(in_as, ix.shift_right(a, k + 1) - 1 + inner < t)
-    as_done = ix.both(in_as, ix.either(pos >= delta - 1, _before(l, l_t), ix.both(l == l_t, i < m)))
-    return ix.where(l == 0, scale_done, as_done)
 
 
 # -- the invariant --------------------------------------------------------------------------
@@ -196,37 +134,22 @@ def gathered(n, t, o):
 
 def invariant(name: str) -> Invariant:
     """The claim of the module text for the program of row ``name``."""
-    collective, _ = OPTIONS[name]
-    reduce = collective == "reduce_scatter"
-
     def offset(n, r, c):
         return ix.wrap(c - r, n)
 
-    if reduce:
-        def holds(n, s, r, c, x, k):
-            o, o2 = offset(n, r, c), offset(n, x, c)
-            d = o2 - o
-            high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
-            feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high, True) < s)
-            return ix.both(k == c, ix.either(o2 == o, feeds))
+    def holds(n, s, r, c, x, k):
+        o, o2 = offset(n, r, c), offset(n, x, c)
+        d = o2 - o
+        high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
+        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high) < s)
+        return ix.both(k == c, ix.either(o2 == o, feeds))
 
-        def defined(n, s, r, c):
-            return True
+    def defined(n, s, r, c):
+        return True
 
-        def witness(n, s, r, c, *rest):
-            return ix.wrap(r - distance(n, s, True), n), 0 * s
-    else:
-        def arrived(n, s, r, c):
-            return ix.either(offset(n, r, c) == 0, gathered(n, s, offset(n, r, c)))
-
-        def holds(n, s, r, c, x, k):
-            return ix.both(k == c, x == c, arrived(n, s, r, c))
-
-        def defined(n, s, r, c):
-            return arrived(n, s, r, c)
-
-        def witness(n, s, r, c, *rest):
-            return ix.wrap(r + distance(n, s, False), n), 0 * s
+    def witness(n, s, r, c, *rest):
+        """The one slot that writes (r, c) at step s: slot 0 of rank r - distance."""
+        return ix.wrap(r - distance(n, s), n), 0 * s
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 

@@ -1,4 +1,4 @@
-"""nccl-pat's all-N rows (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
+"""nccl-pat's all-N row (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
 their scopes, the program they prove, the restated order against the built
 schedule, and bugs planted in nccl-pat's transfer function that fail them
 with a counterexample. The per-N checks of small N miss each bug: that is
@@ -22,7 +22,7 @@ from collspec.proofs.suite import run_proof, suite
 
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 ORIGINAL_REVERSE = nccl_pat._reverse
-RS, AG = "nccl-pat.reduce_scatter-exactly-once", "nccl-pat.allgather-exactly-once"
+RS = "nccl-pat.reduce_scatter-exactly-once"
 
 
 def row(name, full=True):
@@ -55,7 +55,6 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-pat.")}
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
-        AG: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
@@ -73,19 +72,14 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
 
 
 def test_the_restated_order_is_the_built_schedules():
-    """The invariant's send order (T(o), the all-gather's nextAs walk as a
-    pre-order relation) against the messages the generator builds."""
-    for collective in ("reduce_scatter", "allgather"):
-        reduce = collective == "reduce_scatter"
-        for n in (10, 17, 33):
-            built = proof.program(f"nccl-pat.{collective}-exactly-once").schedule(n)
-            for t, step in enumerate(built.steps):
-                for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
-                    o = (c - src) % n if reduce else (c - dst) % n
-                    assert int(proof.send_step(np.int64(n), np.int64(o), reduce)) == t
-                    assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t), reduce)) % n if reduce else (src - dst) % n == int(proof.distance(np.int64(n), np.int64(t), reduce)) % n
-                    if not reduce:
-                        assert not proof.gathered(np.int64(n), np.int64(t), np.int64(o)) and proof.gathered(np.int64(n), np.int64(t + 1), np.int64(o))
+    """The invariant's send order (T(o), each message's distance) against
+    the messages the generator builds."""
+    for n in (10, 17, 33):
+        built = proof.program(RS).schedule(n)
+        for t, step in enumerate(built.steps):
+            for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
+                assert int(proof.send_step(np.int64(n), np.int64((c - src) % n))) == t
+                assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t))) % n
 
 
 def _plain(schedule):
