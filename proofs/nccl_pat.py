@@ -37,7 +37,7 @@ from ..models.generators import nccl_pat
 from .induction import MAX_RANKS, Invariant
 from .scope import Bound, Fixed, Scope
 
-#: the aggregation the rows prove: NCCL 2.30's at postFreq 1 (count 1,
+#: the aggregation the row proves: NCCL 2.30's at postFreq 1 (count 1,
 #: chunk 1) for every N >= 10 (min(8 postFreq, most), most >= 8 from N = 10)
 AGGREGATION = 8
 #: the fewest ranks that reach it (the generator refuses a larger aggregation than N allows)
@@ -155,6 +155,8 @@ def invariant(name: str) -> Invariant:
 
 
 def prove(name: str):
+    """Row ``name``: the spec's postcondition check, then the induction
+    (each check within the row's resource limit, ``proofs.suite.RLIMITS``)."""
     from .induction import queries, spec_check
     from .solver import run_queries
 
