@@ -70,7 +70,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -196,6 +196,9 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
+    if full:  # minutes of CPU each: only under --full
+        proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
+                   for name in nccl_pat_proofs.OPTIONS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
@@ -322,6 +325,7 @@ RLIMITS: dict[str, int] = {
     "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
     "nccl-tree.allreduce-one-channel-exactly-once": 650_000_000,  # 77,649,417
     "nccl-tree.allreduce-two-channels-exactly-once": 850_000_000,  # 103,671,640
+    "nccl-pat.reduce_scatter-exactly-once": 2_750_000_000,  # 342,986,688
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)

@@ -273,8 +273,10 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         e, x = ix.floordiv(j, cw(n)), j % cw(n)
         offset, b, used = hop(n, t, e, agg(n), pf(n), reduce)
         element = loop * cw(n) + x  # cw is the chunk wherever there is a second loop
-        block = (r + offset - (0 if reduce else b)) % n
-        dst = (r + b) % n if reduce else (r + n - b % n) % n
+        # r + offset < 2N and b <= offset < N where a transfer is active: one
+        # conditional subtraction, the same value as % N there (linear for Z3)
+        block = ix.wrap(r + offset - (0 if reduce else b), n)
+        dst = ix.wrap(r + b, n) if reduce else ix.wrap(r - b, n)
         cell = block * count + element
         return Transfer(ix.both(used, element < count), dst, cell, cell, REDUCE if reduce else COPY)
 
