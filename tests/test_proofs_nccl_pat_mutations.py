@@ -30,10 +30,10 @@ def row(name, full=True):
     return run_proof(found)
 
 
-def one_message_too_many_from_17(collective, aggregation=None, chunk=None, count=None, post=None):
+def one_message_too_many_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
     """nccl-pat's program with one message more per run when N >= 17: the
     last message sent again (a step too many)."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post)
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
 
     def steps(n):
         return made.steps(n) + ix.where(n >= 17, 1, 0)
@@ -63,7 +63,7 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
     rows = {p.name: p for p in suite(full=True)}
     for name, (collective, options) in proof.OPTIONS.items():
         made = proof.program(name)
-        assert made.meta == options
+        assert made.meta == {**options, "dtype": "float32"}
         for n in (10, 17):
             assert rows[name].premises.fixed(n) == options
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **options))
