@@ -110,3 +110,25 @@ def test_opaque_products_only_generalise():
     arithmetic = nccl_ring_loops.opaque_products(Query("monotone", [k >= 1, cc >= 1], k * cc >= cc), cc)
     assert decide(arithmetic).status == FAILED
     assert decide(Query("monotone", [k >= 1, cc >= 1], k * cc >= cc)).status == PROVED
+
+
+def test_a_slot_short_from_17_in_the_generators_program_fails_the_row(monkeypatch):
+    """The generator's program and the proved one are built by one
+    constructor (``program_of``): a bug there, here one slot short for
+    N >= 17, breaks the generator's schedule and fails the row. (When the
+    generator built its own Program, the row stayed proved with this bug.)"""
+    from dataclasses import replace
+
+    original = nccl_ring.program_of
+
+    def short(layout, *args, **kwargs):
+        made = original(layout, *args, **kwargs)
+        return replace(made, width=lambda n: layout.channels * layout.width(n) - ix.where(n >= 17, 1, 0))
+
+    monkeypatch.setattr(nccl_ring, "program_of", short)
+    assert check(generate("nccl-ring", "allreduce", 16, channels=1, chunk=4, count=16 * 8 + 3)).ok
+    assert not check(generate("nccl-ring", "allreduce", 17, channels=1, chunk=4, count=17 * 8 + 3)).ok
+    result = row("nccl-ring.allreduce-exactly-once")
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.queries[-1][0] == "rounding: chunkCount is at most the width"
+    assert result.counterexample["N"] >= 17

@@ -416,18 +416,29 @@ def layout_of(collective: str, channels=None, chunk=None, align=None, count=None
     return Layout(collective, count, channels, chunk, align, rings, root, itemsize, protocol)
 
 
-def ring_program(collective: str, **options) -> Program:
-    """The transfer function of ``nccl-ring`` for ``collective`` (see the module text)."""
-    layout = layout_of(collective, **options)
+def program_of(layout: Layout, factory, params=None, title=None, meta=None) -> Program:
+    """The :class:`Program` of ``layout``: its cells, steps, slots (channels x
+    width), transfer and link load. Every nccl-ring program is built here, the
+    generator's (:func:`ring_program`) and the ones the all-N rows prove
+    (:func:`options_program`, :func:`parts_program`), so what the rows prove
+    differs from what the generator runs only in the layout's values."""
+    collective = layout.collective
     steps, transfer, label = BUILDERS[collective](layout)
 
     def cells(n):
         return layout.count * n if collective in ("reduce_scatter", "allgather") else layout.count
 
     return Program(
-        ALGORITHM, collective, cells, steps, lambda n: layout.channels * layout.width(n), transfer, label,
-        lambda: ring_program(collective, **options), capacity=_link_load,
-        root=layout.root if collective in ("broadcast", "reduce") else None,
+        ALGORITHM, collective, cells, steps, lambda n: layout.channels * layout.width(n), transfer, label, factory, params=params or {},
+        capacity=_link_load, root=layout.root if collective in ("broadcast", "reduce") else None, title=title, meta=meta or {},
+    )
+
+
+def ring_program(collective: str, **options) -> Program:
+    """The transfer function of ``nccl-ring`` for ``collective`` (see the module text)."""
+    layout = layout_of(collective, **options)
+    return program_of(
+        layout, lambda: ring_program(collective, **options),
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {layout.channels} channels, chunk {layout.chunk}, {layout.count} elements",
         meta=_meta(layout),
     )
@@ -489,14 +500,9 @@ def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Progr
     is ``generate_ring(collective, n, channels=1, chunk=chunk, align=align,
     count=count, root=root)``'s (a test compares them)."""
     rooted = collective in ("broadcast", "reduce")
-    layout = options_layout(collective, chunk, align, count, root)
-    steps, transfer, label = BUILDERS[collective](layout)
     params = {"chunk": chunk, "align": align, "count": count, **({"root": root} if rooted else {})}
-    return Program(
-        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps, lambda n: layout.width(n),
-        transfer, label, lambda **values: options_program(collective, **values), params=params, capacity=_link_load, root=root if rooted else None,
-        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements",
-    )
+    return program_of(options_layout(collective, chunk, align, count, root), lambda **values: options_program(collective, **values), params,
+                      title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements")
 
 
 def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Program:
@@ -509,17 +515,12 @@ def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Pr
     rooted = collective in ("broadcast", "reduce")
     count = sum(parts[1:], parts[0])
     layout = Layout(collective, count, len(parts), chunk, align, None, root, equal=tuple(parts))
-    steps, transfer, label = BUILDERS[collective](layout)
     params = {**{f"part{h}": p for h, p in enumerate(parts)}, "chunk": chunk, "align": align, **({"root": root} if rooted else {})}
 
     def rebuilt(**values):
         return parts_program(collective, tuple(values[f"part{h}"] for h in range(len(parts))), values["chunk"], values["align"], values.get("root", 0))
 
-    return Program(
-        ALGORITHM, collective, lambda n: count * n if collective in ("reduce_scatter", "allgather") else count, steps,
-        lambda n: layout.channels * layout.width(n), transfer, label, rebuilt, params=params, capacity=_link_load, root=root if rooted else None,
-        title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}",
-    )
+    return program_of(layout, rebuilt, params, title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}")
 
 
 def _check_for(layout: Layout, n: int) -> None:
