@@ -132,3 +132,18 @@ def test_a_slot_short_from_17_in_the_generators_program_fails_the_row(monkeypatc
     assert result.status == FAILED and result.reason == "counterexample"
     assert result.queries[-1][0] == "rounding: chunkCount is at most the width"
     assert result.counterexample["N"] >= 17
+
+
+def test_a_channel_split_the_rows_do_not_cover_is_refused(monkeypatch):
+    """The channels rows cover every split into parts >= 0 that add up to
+    the count; the generator refuses a host split outside that (here one
+    element too many on channel 0) rather than build a schedule no row covers."""
+    import pytest
+
+    from collspec.models.generators import nccl_host
+    from collspec.models.layout import ScheduleError
+
+    original = nccl_host.split_terms
+    monkeypatch.setattr(nccl_host, "split_terms", lambda *args: [p + (h == 0) for h, p in enumerate(original(*args))])
+    with pytest.raises(ScheduleError, match=r"nccl-ring: the channel split of 20 elements at N=3 is \[21, 0\], not parts >= 0 that add up to the count"):
+        generate("nccl-ring", "allreduce", 3, channels=2, count=20)

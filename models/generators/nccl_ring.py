@@ -533,6 +533,9 @@ def _check_for(layout: Layout, n: int) -> None:
     cells = layout.count * (n if layout.collective in ("reduce_scatter", "allgather") else 1)
     if cells > MAX_CELLS:
         raise ScheduleError(f"{ALGORITHM}: option count gives {cells} cells, more than {MAX_CELLS}")
+    parts = [int(p) for p in layout.parts(n)]
+    if min(parts) < 0 or sum(parts) != layout.count:  # what the channels rows cover: parts >= 0 that add up to count
+        raise ScheduleError(f"{ALGORITHM}: the channel split of {layout.count} elements at N={n} is {parts}, not parts >= 0 that add up to the count")
 
 
 def generate_ring(collective: str, n: int, **options) -> Schedule:
