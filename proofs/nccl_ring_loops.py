@@ -87,6 +87,16 @@ OPTIONS = (
 )
 
 
+def _index(c):
+    """A loop program's chunk (or block) index of cell c = k M + e."""
+    return ix.floordiv(c, STRIDE)
+
+
+def _ring_prev_slot(n_, s, r, c, *rest):
+    """The ring invariants' witness: the previous rank's slot e = c mod M."""
+    return ix.ring_prev(r, n_), c % STRIDE
+
+
 def scope(collective: str) -> Scope:
     """The scope of ``nccl-ring.<collective>-exactly-once``."""
     rooted = (Bound("root", ">=", 0), Bound("root", "<", "N")) if collective in ("broadcast", "reduce") else ()
@@ -120,18 +130,13 @@ def loop_invariant(n, cc, rem) -> Invariant:
     is its element c mod M."""
     ring = invariants.ring_allreduce(0)
 
-    def chunk(c):
-        return ix.floordiv(c, STRIDE)
-
-    def prev(n_, s, r, c, *rest):
-        return ix.ring_prev(r, n_), c % STRIDE
 
     return Invariant(
         lambda *a: True,
-        lambda n_, s, r, c, x, k: ix.both(k == c, ring.holds(n_, s, r, chunk(c), x, chunk(c))),
-        prev, prev,
+        lambda n_, s, r, c, x, k: ix.both(k == c, ring.holds(n_, s, r, _index(c), x, _index(c))),
+        _ring_prev_slot, _ring_prev_slot,
         premises=(Bound("cc", ">=", 1), Bound("cc", "<=", STRIDE), Bound("rem", ">=", 1)),
-        cells=lambda params, c: [0 <= c, chunk(c) < n, c % STRIDE < cc, chunk(c) * cc + c % STRIDE < rem],
+        cells=lambda params, c: [0 <= c, _index(c) < n, c % STRIDE < cc, _index(c) * cc + c % STRIDE < rem],
     )
 
 
@@ -259,19 +264,14 @@ def block_loop_invariant(collective: str, n, length) -> Invariant:
 
     made = invariants.ring_allreduce(0, phases=1) if collective == "reduce_scatter" else invariants.ring_allgather()
 
-    def block(c):
-        return ix.floordiv(c, STRIDE)
-
-    def prev(n_, s, r, c, *rest):
-        return ix.ring_prev(r, n_), c % STRIDE
 
     return replace(
         made,
-        defined=lambda n_, s, r, c: made.defined(n_, s, r, block(c)),
-        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, block(c), x, block(c))),
-        writer=prev, source=prev,
+        defined=lambda n_, s, r, c: made.defined(n_, s, r, _index(c)),
+        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, _index(c), x, _index(c))),
+        writer=_ring_prev_slot, source=_ring_prev_slot,
         premises=(Bound("length", ">=", 1), Bound("length", "<=", STRIDE)),
-        cells=lambda params, c: [0 <= c, block(c) < n, c % STRIDE < length],
+        cells=lambda params, c: [0 <= c, _index(c) < n, c % STRIDE < length],
     )
 
 
@@ -364,18 +364,13 @@ def chain_invariant(collective: str, chunk, count, root) -> Invariant:
 
     made = (invariants.chain_broadcast() if collective == "broadcast" else invariants.chain_reduce())[1](root)
 
-    def index(c):
-        return ix.floordiv(c, STRIDE)
-
-    def prev(n_, s, r, c, *rest):
-        return ix.ring_prev(r, n_), c % STRIDE
 
     return replace(
         made,
-        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, index(c), x, index(c))),
-        writer=prev, source=prev,
+        holds=lambda n_, s, r, c, x, k: ix.both(k == c, made.holds(n_, s, r, _index(c), x, _index(c))),
+        writer=_ring_prev_slot, source=_ring_prev_slot,
         premises=OPTIONS[:5],
-        cells=lambda params, c: [0 <= c, c % STRIDE < chunk, index(c) * chunk + c % STRIDE < count],
+        cells=lambda params, c: [0 <= c, c % STRIDE < chunk, _index(c) * chunk + c % STRIDE < count],
     )
 
 
