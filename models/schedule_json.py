@@ -111,11 +111,7 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
         columns = {k: np.empty(len(transfers), dtype=np.int64) for k in ("src", "dst", "src_chunk", "dst_chunk", "op")}
         for t, transfer in enumerate(transfers):
             where = f"step {s}, transfer {t}"
-            if not isinstance(transfer, dict):
-                raise fail(f"a transfer must be an object, got {type(transfer).__name__}", where)
-            extra = sorted(set(transfer) - _TRANSFER_KEYS)
-            if extra:
-                raise fail(f"unknown field {extra[0]!r}; expected src, dst, chunk (or src_chunk and dst_chunk), op", where)
+            _object(transfer, "transfer", _TRANSFER_KEYS, "src, dst, chunk (or src_chunk and dst_chunk), op", fail, where)
             for key in ("src", "dst", "op"):
                 if key not in transfer:
                     raise fail(f"missing field {key!r}", where)
@@ -143,6 +139,16 @@ def from_json(data: Any, source: str = "<schedule>") -> Schedule:
     return schedule
 
 
+
+def _object(entry, what: str, keys, expected: str, fail, where: str) -> None:
+    """Refuse ``entry`` unless it is an object whose fields are all in ``keys``
+    (the message names the first unknown field and the ``expected`` ones)."""
+    if not isinstance(entry, dict):
+        raise fail(f"a {what} must be an object, got {type(entry).__name__}", where)
+    extra = sorted(set(entry) - keys)
+    if extra:
+        raise fail(f"unknown field {extra[0]!r}; expected {expected}", where)
+
 def _channels(raw, ranks: int, fail) -> list[dict] | None:
     """The optional ``channels`` list NCCL models write: per channel its ring
     (a permutation of the ranks) or tree (0 or 1), and its element count.
@@ -154,11 +160,7 @@ def _channels(raw, ranks: int, fail) -> list[dict] | None:
     out = []
     for c, entry in enumerate(raw):
         where = f"channel {c}"
-        if not isinstance(entry, dict):
-            raise fail(f"a channel must be an object, got {type(entry).__name__}", where)
-        extra = sorted(set(entry) - _CHANNEL_KEYS)
-        if extra:
-            raise fail(f"unknown field {extra[0]!r}; expected ring or tree, count", where)
+        _object(entry, "channel", _CHANNEL_KEYS, "ring or tree, count", fail, where)
         if "count" not in entry:
             raise fail("missing field 'count'", where)
         item = {"count": _integer(entry["count"], "count", 0, MAX_TRANSFERS, fail, where)}
