@@ -99,6 +99,16 @@ def _align_up(a, b):
     return _divup(a, b) * b
 
 
+def _pick(values, c):
+    """``values[c]`` for c < len(values), on numpy or Z3 indices."""
+    if not (_is_z3(c) or any(_is_z3(v) for v in values)):
+        return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
+    result = ix.constant(0, c) if _is_z3(c) else 0
+    for h, value in enumerate(values):
+        result = ix.where(c == h, value, result)
+    return result
+
+
 @dataclass(frozen=True)
 class Layout:
     """Channels, parts and rings: concrete options, used on numpy or Z3 indices.
@@ -118,6 +128,7 @@ class Layout:
     itemsize: int = 4
     protocol: str = "simple"
     equal: object = None
+    parts_of: object = None
 
     def parts(self, n) -> list:
         """Elements of every channel, channel 0 first (0 where NCCL leaves it empty)."""
@@ -125,26 +136,22 @@ class Layout:
             return [self.equal(n)] * self.channels if callable(self.equal) else list(self.equal)
         return host.split_terms(self.collective, n, self.count, self.itemsize, self.protocol, self.channels)
 
-    def _pick(self, values, c):
-        """``values[c]`` for c < C, on numpy or Z3 indices."""
-        if not (_is_z3(c) or any(_is_z3(v) for v in values)):
-            return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
-        result = ix.constant(0, c) if _is_z3(c) else 0
-        for h, value in enumerate(values):
-            result = ix.where(c == h, value, result)
-        return result
+    _pick = staticmethod(_pick)
+
+    def split(self, n):
+        """The channel parts as functions of the channel index: ``self.parts_of``
+        when given (the proofs' uninterpreted functions, any channel count),
+        else :class:`PartList` of :meth:`parts`. Every offset, part and width
+        goes through it."""
+        return self.parts_of if self.parts_of is not None else PartList(self.parts(n))
 
     def off(self, c, n):
         """Where channel c's part starts in the vector."""
-        starts, total = [], 0
-        for part in self.parts(n):
-            starts.append(total)
-            total = total + part
-        return self._pick(starts, c)
+        return self.split(n).off(c)
 
     def part(self, c, n):
         """Elements of channel c's part."""
-        return self._pick(self.parts(n), c)
+        return self.split(n).part(c)
 
     def width(self, n):
         """Slots of one channel per step: the most elements one message carries,
@@ -153,11 +160,8 @@ class Layout:
         return ix.where(most < 1, 1, _min(self.chunk, _align_up(most, self.align)))
 
     def most(self, n):
-        parts = self.parts(n)
-        most = parts[0]
-        for part in parts[1:]:
-            most = ix.where(part > most, part, most)
-        return most
+        """The largest part (in the proofs: any bound on every part)."""
+        return self.split(n).most()
 
     def loops(self, n, per_loop):
         """Loops of the largest channel part."""
@@ -169,20 +173,69 @@ class Layout:
         the ring list starts with."""
         return ix.wrap(self.position(c, r, n) - self.position(c, 0 * r, n), n)
 
+    def ring_of(self):
+        """The rings as functions: ``self.rings`` itself when it has
+        ``position`` and ``rank_at`` (the proofs' uninterpreted functions,
+        every ring), else :class:`RingTable` of the rank lists."""
+        return self.rings if hasattr(self.rings, "position") else RingTable(self.rings, self.channels)
+
     def position(self, c, r, n):
         """Rank r's position in channel c's ring list."""
         if self.rings is None:
             return r
-        return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
+        return self.ring_of().position(c, r)
 
     def rank_at(self, c, i, n):
         """The rank at position i of channel c's ring list."""
         if self.rings is None:
             return i
-        return self._lookup([list(ring) for ring in self.rings], c, i)
+        return self.ring_of().rank_at(c, i)
 
     def next(self, c, r, n):
         return self.rank_at(c, ix.wrap(self.position(c, r, n) + 1, n), n)
+
+
+class PartList:
+    """The generator's channel parts: a list, channel 0 first; ``off(c)``
+    the sum of the parts before c, ``most()`` the largest."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def part(self, c):
+        return _pick(self.parts, c)
+
+    def off(self, c):
+        starts, total = [], 0
+        for part in self.parts:
+            starts.append(total)
+            total = total + part
+        return _pick(starts, c)
+
+    def most(self):
+        most = self.parts[0]
+        for part in self.parts[1:]:
+            most = larger(most, part)
+        return most
+
+
+def larger(a, b):
+    """The larger of a and b (the fold step of :meth:`PartList.most`)."""
+    return ix.where(b > a, b, a)
+
+
+class RingTable:
+    """The generator's rings: one rank list per channel (fewer reused in
+    turn); ``position(c, r)`` and ``rank_at(c, i)`` are table lookups."""
+
+    def __init__(self, rings, channels: int):
+        self.rings, self.channels = rings, channels
+
+    def position(self, c, r):
+        return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
+
+    def rank_at(self, c, i):
+        return self._lookup([list(ring) for ring in self.rings], c, i)
 
     def _lookup(self, rows, c, k):
         """``rows[c mod len(rows)][k]``: numpy indexing, or a chain of ``where`` on Z3."""
@@ -194,7 +247,6 @@ class Layout:
             for i in range(table.shape[1]):
                 result = ix.where(ix.both(c == ch, k == i), int(table[ch, i]), result)
         return result
-
 
 
 # -- the five transfer functions ---------------------------------------------------------------
