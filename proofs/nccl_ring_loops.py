@@ -690,8 +690,8 @@ def generator_parts_lemmas(collective: str) -> list:
                   z3.And(nccl_ring.larger(a, b) >= a, nccl_ring.larger(a, b) >= b))]
     for channels in range(1, MAX_CHANNELS + 1):
         parts = z3.Ints(" ".join(f"p{k}" for k in range(channels)))
-        layout = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts))
-        off, part = (lambda x: as_term(layout.off(x, n), n)), (lambda x: as_term(layout.part(x, n), n))
+        split = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts)).split(n)  # what Layout.off and .part read
+        off, part = (lambda x: as_term(split.off(x), n)), (lambda x: as_term(split.part(x), n))
         made.append(Query(f"the generator's parts: {channels} channel{'s' * (channels > 1)}", [],
                           z3.And(*(part(h) == parts[h] for h in range(channels)), off(0) == 0, *(off(h) == off(h - 1) + part(h - 1) for h in range(1, channels)),
                                  off(channels - 1) + part(channels - 1) == sum(parts[1:], parts[0]))))

@@ -103,6 +103,8 @@ def _pick(values, c):
     """``values[c]`` for c < len(values), on numpy or Z3 indices."""
     if not (_is_z3(c) or any(_is_z3(v) for v in values)):
         return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
+    if isinstance(c, (int, np.integer)):  # Z3 values at a plain index: the one picked
+        return values[int(c)] if 0 <= c < len(values) else 0
     result = ix.constant(0, c) if _is_z3(c) else 0
     for h, value in enumerate(values):
         result = ix.where(c == h, value, result)
@@ -201,16 +203,16 @@ class PartList:
 
     def __init__(self, parts):
         self.parts = list(parts)
+        self.starts, total = [], 0
+        for part in self.parts:
+            self.starts.append(total)
+            total = total + part
 
     def part(self, c):
         return _pick(self.parts, c)
 
     def off(self, c):
-        starts, total = [], 0
-        for part in self.parts:
-            starts.append(total)
-            total = total + part
-        return _pick(starts, c)
+        return _pick(self.starts, c)
 
     def most(self):
         most = self.parts[0]
