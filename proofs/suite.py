@@ -292,11 +292,11 @@ RLIMITS: dict[str, int] = {
     "nccl-ring.allgather-exactly-once": 10_000_000,  # 58,311
     "nccl-ring.broadcast-exactly-once": 10_000_000,  # 532,216
     "nccl-ring.reduce-exactly-once": 10_000_000,  # 1,051,002
-    "nccl-ring.allreduce-channels-exactly-once": 75_000_000,  # 9,132,449 once (1,430,228 with --only)
-    "nccl-ring.reduce_scatter-channels-exactly-once": 10_000_000,  # 887,559
-    "nccl-ring.allgather-channels-exactly-once": 10_000_000,  # 887,559
-    "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 532,216
-    "nccl-ring.reduce-channels-exactly-once": 10_000_000,  # 1,051,002
+    "nccl-ring.allreduce-channels-exactly-once": 27_000_000,  # 3,310,724
+    "nccl-ring.reduce_scatter-channels-exactly-once": 10_000_000,  # 779,118
+    "nccl-ring.allgather-channels-exactly-once": 10_000_000,  # 779,118
+    "nccl-ring.broadcast-channels-exactly-once": 10_000_000,  # 1,159,547
+    "nccl-ring.reduce-channels-exactly-once": 10_000_000,  # 1,159,547
     "hierarchical-ring.allreduce-exactly-once": 10_000_000,  # 1,142,775
     "builtin.ring": 50_000_000,  # 0
     "builtin.ring-seed": 50_000_000,  # 98,363

@@ -62,22 +62,26 @@ def test_identity_successor_fails_the_channels_row_on_other_rings(monkeypatch):
     the identity ring (every row before these proved only that ring), wrong
     on any other."""
     monkeypatch.setattr(nccl_ring.Layout, "next", lambda self, c, r, n: ix.wrap(r + 1, n))
-    assert check(generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, count=10)).ok
-    assert not check(generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, count=10, rings=[[0, 1, 2, 3, 4], [0, 2, 1, 3, 4]])).ok
+    assert check(generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, parts=[5, 5])).ok
+    assert not check(generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, parts=[5, 5], rings=[[0, 1, 2, 3, 4], [0, 2, 1, 3, 4]])).ok
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED
     result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.reason == "counterexample"
     assert result.queries[-1][0].startswith("channel h: rank r's element e is the 1-channel program's element e on part h, at rank sigma^-1(r)")
 
 
-def test_a_ring_measured_from_its_first_entry_is_still_an_allreduce_but_a_mixed_one_is_not(monkeypatch):
-    """NCCL measures the ring index from rank 0; measuring it from the ring
-    list's first entry only rotates which chunk each rank finishes (still
-    exactly once: the row proves it, as it should); measuring it so for the
-    sender but not for the chunk bounds is a bug the ring lemma finds."""
+def test_a_ring_index_measured_from_the_lists_first_entry_fails_the_ring_lemma(monkeypatch):
+    """NCCL measures a rank's ring index from rank 0 (setupChannel); taking
+    its place in the ring list instead only rotates which chunk each rank
+    finishes, so that schedule is still an all-reduce (the checker passes
+    it), but it is not NCCL's: the row's renaming of ranks is NCCL's, and
+    the ring lemma fails with a counterexample rather than prove a program
+    the model no longer describes."""
     monkeypatch.setattr(nccl_ring.Layout, "index", lambda self, c, r, n: self.position(c, r, n))
     assert check(generate("nccl-ring", "allreduce", 4, channels=1, chunk=1, count=9, rings=[[2, 0, 3, 1]])).ok
-    assert decide_row_lemmas("allreduce").status == PROVED
+    result = decide_row_lemmas("allreduce")
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.queries[-1][0].startswith("ring: sigma, channel h's renaming of the 1-channel program's ranks")
 
 
 def decide_row_lemmas(collective):
