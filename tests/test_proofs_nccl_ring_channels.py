@@ -114,3 +114,15 @@ def test_a_premise_on_the_parts_outside_the_scope_narrows_it():
         allowed = decide(Query("allowed", domain + [v["off"](0) == 0], v["off"](0) + v["part"](0) >= 0 - v["count"] * 0 - 10))
     assert narrowed.status == FAILED and narrowed.reason == NARROWS
     assert allowed.status != FAILED
+
+
+def test_the_generator_refuses_ring_lookups_that_are_not_inverse(monkeypatch):
+    """The rows assume position and rank_at inverse bijections on every
+    channel; the generator checks that of its own tables on every schedule
+    (here a lookup that ignores the ring list)."""
+    from collspec.models.layout import ScheduleError
+
+    assert check(generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, parts=[3, 2], rings=[[2, 0, 3, 1, 4], [4, 3, 2, 1, 0]])).ok
+    monkeypatch.setattr(nccl_ring.RingTable, "position", lambda self, c, r: r)
+    with pytest.raises(ScheduleError, match=r"nccl-ring: option rings: channel 0's ring lookups are not inverse permutations of 0..4"):
+        generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, parts=[3, 2], rings=[[2, 0, 3, 1, 4], [4, 3, 2, 1, 0]])

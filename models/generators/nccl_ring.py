@@ -582,6 +582,10 @@ def _check_for(layout: Layout, n: int) -> None:
         for c, ring in enumerate(layout.rings):
             if sorted(int(v) for v in ring) != list(range(n)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ring):
                 raise ScheduleError(f"{ALGORITHM}: option rings: ring {c} {list(ring)} is not a permutation of the ranks 0..{n - 1}")
+        table, places = layout.ring_of(), np.arange(n)
+        for c in range(layout.channels):  # the channels rows' premise on the rings: position and rank_at inverse bijections
+            if not (np.array_equal(table.position(c, table.rank_at(c, places)), places) and np.array_equal(table.rank_at(c, table.position(c, places)), places)):
+                raise ScheduleError(f"{ALGORITHM}: option rings: channel {c}'s ring lookups are not inverse permutations of 0..{n - 1}")
     if layout.collective in ("broadcast", "reduce"):
         _integer("root", layout.root, 0, n - 1)
     cells = layout.count * (n if layout.collective in ("reduce_scatter", "allgather") else 1)
