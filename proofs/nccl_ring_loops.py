@@ -13,13 +13,21 @@ Reduce-scatter and all-gather follow the same plan (``loops`` of chunk
 elements of every block, ``blocks``: (b, o) -> b count + o, the loop
 program :func:`block_loop_program` over (block, element)); broadcast and
 reduce need no loops (:func:`chain_program` is the whole chain with its
-cell (k, e) numbered k M + e, ``cells``: (k, e) -> k chunk + e). On two
-channels (:func:`channel_lemmas`, :func:`nccl_ring.parts_program` with
-each part a variable): slot j is element j mod width of channel j div
-width, each channel's element e is the 1-channel program's on its part with
-its cells shifted by the channel's offset, past the 1-channel program's
-steps and slots its elements are idle, and the offsets tile the vector;
-then the 1-channel proof.
+cell (k, e) numbered k M + e, ``cells``: (k, e) -> k chunk + e).
+
+Channels and rings (:func:`channel_lemmas`, the ``-channels-`` rows): the
+generator's :class:`nccl_ring.Layout` with the channel count C in 1..64,
+its parts and offsets (:class:`ChannelFunctions`) and every channel's ring
+(:class:`RingFunctions`) solver terms, the channel index h a solver
+variable. Z3 decides: slot j is element j mod width of channel j div
+width; the offsets start at 0, follow one another and end the vector, and
+the inductive steps of "channels do not overlap" and "offsets are >= 0";
+the renaming sigma of channel h's ranks is a bijection; channel h's
+element e is the 1-channel identity-ring program's element e on part(h) at
+rank sigma^-1(r), sent to sigma of its receiver, its cells moved by off(h);
+past the 1-channel program's steps and slots its elements are idle; the
+generator's list of parts (:class:`nccl_ring.PartList`) meets the scope's
+premises for every C in 1..64. Then the 1-channel proof.
 
 **What is proved (Z3 queries), all-reduce.** For symbolic N >= 2, chunk in
 1..2^22, align >= 1 dividing chunk, count >= 0, step s, rank r, slot j:
@@ -57,11 +65,17 @@ its own cells, which hold their inputs until loop l starts (no earlier loop
 writes them) and, by the loop program's induction (every cell ends holding
 every rank's contribution of the same cell exactly once, reduces add into
 the same index), hold their results when it ends; no later loop writes
-them. Channels running side by side in the same steps on ranges of cells
-that tile the vector do not meet, so each range ends as its 1-channel
-program ends. Premises: the interpreter's semantics (as for every
-induction), and that renaming cells one to one in a schedule renames its
-states.
+them. Channels: by the offsets' induction (base and step decided above,
+the induction principle the argument) channel ranges tile the vector, so
+channels running side by side in the same steps never meet; channel h is
+the 1-channel program with its ranks renamed by the bijection sigma (its
+blocks and root with them) and its cells moved one to one into its range,
+and renaming ranks so preserves each collective's postcondition; so each
+range ends as its 1-channel program ends. By induction over its fold the
+generator's largest part bounds every part. Premises: the interpreter's
+semantics (as for every induction), that renaming cells one to one in a
+schedule renames its states, and that renaming ranks by a bijection, with
+their blocks and the root, preserves the collective's postcondition.
 """
 
 from __future__ import annotations

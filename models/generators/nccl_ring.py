@@ -118,7 +118,12 @@ class Layout:
     The channel parts are NCCL's host split (:func:`.nccl_host.split_terms`,
     of N for reduce-scatter and all-gather), or ``equal`` elements on every
     channel (:func:`one_loop_program`'s instance, ``equal`` a function of N),
-    or ``equal`` the list of parts itself."""
+    or ``equal`` the list of parts itself: a :class:`PartList`. The
+    channels rows (:mod:`collspec.proofs.nccl_ring_loops`) pass
+    ``parts_of`` (parts and offsets as solver functions of the channel
+    index) and ``rings`` as an object with ``position`` and ``rank_at``
+    in place of the rank lists (a :class:`RingTable`); every offset, part,
+    width, ring place and neighbour below is read through these."""
 
     collective: str
     count: int
@@ -474,7 +479,8 @@ def program_of(layout: Layout, factory, params=None, title=None, meta=None) -> P
     """The :class:`Program` of ``layout``: its cells, steps, slots (channels x
     width), transfer and link load. Every nccl-ring program is built here, the
     generator's (:func:`ring_program`) and the ones the all-N rows prove
-    (:func:`options_program`, :func:`parts_program`), so what the rows prove
+    (:func:`options_program`, and the channels rows' layout with its parts
+    and rings as solver functions), so what the rows prove
     differs from what the generator runs only in the layout's values."""
     collective = layout.collective
     steps, transfer, label = BUILDERS[collective](layout)
@@ -522,7 +528,7 @@ def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     all-gather, N one-element chunks for broadcast and reduce from ``root``.
     The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
     ``generate_ring(collective, n, channels=1, chunk=1, count=..., root=...)``'s.
-    The all-N rows prove :func:`options_program` and :func:`parts_program`,
+    The all-N rows prove :func:`options_program` and the channels layout,
     which cover it; tests use this instance to show bugs that only several
     loops or channels reveal. ``channels`` C > 1 (all-reduce): count C N,
     one loop on each channel."""
@@ -557,24 +563,6 @@ def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Progr
     params = {"chunk": chunk, "align": align, "count": count, **({"root": root} if rooted else {})}
     return program_of(options_layout(collective, chunk, align, count, root), lambda **values: options_program(collective, **values), params,
                       title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements")
-
-
-def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Program:
-    """The transfer function of ``collective`` on ``len(parts)`` channels
-    (the identity ring on each) with channel h's part ``parts[h]`` elements
-    (per rank's block for reduce-scatter and all-gather; ``count`` their
-    sum), ``chunk`` and ``align``: parameters ``part0``, ``part1``, ...,
-    Z3 variables in the proofs. At ints its schedule is
-    ``generate_ring(collective, n, channels=len(parts), parts=parts, ...)``'s."""
-    rooted = collective in ("broadcast", "reduce")
-    count = sum(parts[1:], parts[0])
-    layout = Layout(collective, count, len(parts), chunk, align, None, root, equal=tuple(parts))
-    params = {**{f"part{h}": p for h, p in enumerate(parts)}, "chunk": chunk, "align": align, **({"root": root} if rooted else {})}
-
-    def rebuilt(**values):
-        return parts_program(collective, tuple(values[f"part{h}"] for h in range(len(parts))), values["chunk"], values["align"], values.get("root", 0))
-
-    return program_of(layout, rebuilt, params, title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}")
 
 
 def _check_for(layout: Layout, n: int) -> None:
