@@ -13,13 +13,21 @@ Reduce-scatter and all-gather follow the same plan (``loops`` of chunk
 elements of every block, ``blocks``: (b, o) -> b count + o, the loop
 program :func:`block_loop_program` over (block, element)); broadcast and
 reduce need no loops (:func:`chain_program` is the whole chain with its
-cell (k, e) numbered k M + e, ``cells``: (k, e) -> k chunk + e). On two
-channels (:func:`channel_lemmas`, :func:`nccl_ring.parts_program` with
-each part a variable): slot j is element j mod width of channel j div
-width, each channel's element e is the 1-channel program's on its part with
-its cells shifted by the channel's offset, past the 1-channel program's
-steps and slots its elements are idle, and the offsets tile the vector;
-then the 1-channel proof.
+cell (k, e) numbered k M + e, ``cells``: (k, e) -> k chunk + e).
+
+Channels and rings (:func:`channel_lemmas`, the ``-channels-`` rows): the
+generator's :class:`nccl_ring.Layout` with the channel count C in 1..64,
+its parts and offsets (:class:`ChannelFunctions`) and every channel's ring
+(:class:`RingFunctions`) solver terms, the channel index h a solver
+variable. Z3 decides: slot j is element j mod width of channel j div
+width; the offsets start at 0, follow one another and end the vector, and
+the inductive steps of "channels do not overlap" and "offsets are >= 0";
+the renaming sigma of channel h's ranks is a bijection; channel h's
+element e is the 1-channel identity-ring program's element e on part(h) at
+rank sigma^-1(r), sent to sigma of its receiver, its cells moved by off(h);
+past the 1-channel program's steps and slots its elements are idle; the
+generator's list of parts (:class:`nccl_ring.PartList`) meets the scope's
+premises for every C in 1..64. Then the 1-channel proof.
 
 **What is proved (Z3 queries), all-reduce.** For symbolic N >= 2, chunk in
 1..2^22, align >= 1 dividing chunk, count >= 0, step s, rank r, slot j:
@@ -57,11 +65,17 @@ its own cells, which hold their inputs until loop l starts (no earlier loop
 writes them) and, by the loop program's induction (every cell ends holding
 every rank's contribution of the same cell exactly once, reduces add into
 the same index), hold their results when it ends; no later loop writes
-them. Channels running side by side in the same steps on ranges of cells
-that tile the vector do not meet, so each range ends as its 1-channel
-program ends. Premises: the interpreter's semantics (as for every
-induction), and that renaming cells one to one in a schedule renames its
-states.
+them. Channels: by the offsets' induction (base and step decided above,
+the induction principle the argument) channel ranges tile the vector, so
+channels running side by side in the same steps never meet; channel h is
+the 1-channel program with its ranks renamed by the bijection sigma (its
+blocks and root with them) and its cells moved one to one into its range,
+and renaming ranks so preserves each collective's postcondition; so each
+range ends as its 1-channel program ends. By induction over its fold the
+generator's largest part bounds every part. Premises: the interpreter's
+semantics (as for every induction), that renaming cells one to one in a
+schedule renames its states, and that renaming ranks by a bijection, with
+their blocks and the root, preserves the collective's postcondition.
 """
 
 from __future__ import annotations
@@ -419,7 +433,7 @@ PROOFS = {
 }
 
 
-# -- channels --------------------------------------------------------------------------------------
+# -- channels: any channel count, every ring ------------------------------------------------------
 
 #: collective -> the generator's transfer of one channel's element: at(layout, n, s, r, c, e)
 CHANNEL_AT = {
@@ -429,89 +443,272 @@ CHANNEL_AT = {
     "broadcast": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, False, n, s, r, c, e),
     "reduce": lambda layout, n, s, r, c, e: nccl_ring.chain_at(layout, True, n, s, r, c, e),
 }
-#: the channel count of the channels rows
-CHANNELS = 2
+#: the most channels the channels rows cover: NCCL 2.30.7's MAXCHANNELS (src/include/device.h)
+MAX_CHANNELS = nccl_ring.MAX_CHANNELS
+_INT = z3.IntSort()
 
 
-def channels_scope(collective: str, channels: int = CHANNELS) -> Scope:
-    """The scope of ``nccl-ring.<collective>-channels-exactly-once``."""
+class ChannelFunctions:
+    """The channels rows' channel parts: ``part(h)`` and ``off(h)``
+    uninterpreted functions of the channel index, ``most`` a variable, tied
+    only by the scope's premises (:func:`channels_scope`).
+    :class:`nccl_ring.Layout` evaluates them where the generator evaluates
+    its :class:`nccl_ring.PartList` (``lemma: the generator's parts``
+    shows the list meets the same premises for every channel count)."""
+
+    def __init__(self):
+        self.part_of, self.off_of, self.top = z3.Function("part", _INT, _INT), z3.Function("off", _INT, _INT), z3.Int("most")
+
+    def part(self, c):
+        return self.part_of(c)
+
+    def off(self, c):
+        return self.off_of(c)
+
+    def most(self):
+        return self.top
+
+
+class RingFunctions:
+    """The channels rows' rings: ``position(h, r)`` (rank r's place in
+    channel h's ring list) and ``rank_at(h, i)`` uninterpreted functions,
+    inverse bijections of 0..N-1 by the scope's premise;
+    :class:`nccl_ring.Layout` evaluates them where the generator evaluates
+    its :class:`nccl_ring.RingTable` (which it builds only from a
+    permutation of the ranks, and checks against this premise)."""
+
+    def __init__(self):
+        self.pos, self.rank = z3.Function("pos", _INT, _INT, _INT), z3.Function("rank", _INT, _INT, _INT)
+
+    def position(self, c, r):
+        return self.pos(c, r)
+
+    def rank_at(self, c, i):
+        return self.rank(c, i)
+
+
+def _in(x, low, high):
+    return z3.And(low <= x, x < high)
+
+
+def _parts_premises():
+    h = z3.Int("h")
+    return (
+        Condition("part(h)>=0 and most>=part(h) for every channel h", ("channels", "part", "most"),
+                  lambda c, part, most: z3.ForAll([h], z3.Implies(_in(h, 0, c), z3.And(part(h) >= 0, most >= part(h))), patterns=[part(h)])),
+        Condition("off(0)=0, off(h)=off(h-1)+part(h-1)", ("channels", "part", "off"),
+                  lambda c, part, off: z3.And(off(0) == 0, z3.ForAll([h], z3.Implies(_in(h, 1, c), off(h) == off(h - 1) + part(h - 1)), patterns=[off(h)]))),
+        Condition("off(channels-1)+part(channels-1)=count", ("channels", "part", "off", "count"),
+                  lambda c, part, off, count: off(c - 1) + part(c - 1) == count),
+    )
+
+
+def _ring_premise():
+    h, r = z3.Ints("h r")
+    return Condition("every channel's ring a permutation of the ranks (pos(h, .), rank(h, .) inverse bijections of 0..N-1)", ("N", "channels", "pos", "rank"),
+                     lambda n, c, pos, rank: z3.And(
+                         z3.ForAll([h, r], z3.Implies(z3.And(_in(h, 0, c), _in(r, 0, n)), z3.And(_in(pos(h, r), 0, n), rank(h, pos(h, r)) == r)),
+                                   patterns=[pos(h, r)]),
+                         z3.ForAll([h, r], z3.Implies(z3.And(_in(h, 0, c), _in(r, 0, n)), z3.And(_in(rank(h, r), 0, n), pos(h, rank(h, r)) == r)),
+                                   patterns=[rank(h, r)])))
+
+
+def ground(query: Query, rounds: int = 2) -> Query:
+    """``query`` with each quantified premise (the scope's "for every
+    channel h", "every ring") replaced by its instances at the terms of the
+    query that match its pattern, and then at the terms of those instances:
+    ``rounds`` rounds of what Z3's own instantiation does. The instances
+    follow from the premise, so a claim proved from them holds under it; the
+    query stays quantifier-free, which Z3 decides (with the quantifiers in,
+    it cannot even show the premises satisfiable)."""
+    flat = []
+    for premise in query.premises:
+        flat += list(premise.children()) if z3.is_and(premise) else [premise]
+    quantified = [p for p in flat if z3.is_quantifier(p)]
+    plain = [p for p in flat if not z3.is_quantifier(p)]
+    instances, seen, done = [], set(), set()
+    frontier = [*plain, query.claim, *query.when, *query.case]
+    for _ in range(rounds):
+        ground_terms, stack = [], list(frontier)
+        while stack:
+            t = stack.pop()
+            if t.get_id() in seen or not z3.is_app(t):
+                continue
+            seen.add(t.get_id())
+            if t.num_args() and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                ground_terms.append(t)
+            stack.extend(t.children())
+        frontier = []
+        for q in quantified:
+            pattern = q.pattern(0).arg(0)
+            for t in ground_terms:
+                if t.decl().eq(pattern.decl()) and (q.get_id(), t.get_id()) not in done:
+                    done.add((q.get_id(), t.get_id()))
+                    values = [None] * q.num_vars()
+                    for k in range(pattern.num_args()):
+                        values[z3.get_var_index(pattern.arg(k))] = t.arg(k)
+                    made = z3.simplify(z3.substitute_vars(q.body(), *values))
+                    frontier.append(made)
+        instances += frontier
+    return Query(query.name, plain + instances, query.claim, query.when, query.case)
+
+
+def channels_scope(collective: str) -> Scope:
+    """The scope of ``nccl-ring.<collective>-channels-exactly-once``: every
+    channel count 1..64, every split into parts >= 0 that add up to the
+    count, every ring on every channel."""
     rooted = (Bound("root", ">=", 0), Bound("root", "<", "N")) if collective in ("broadcast", "reduce") else ()
-    return Scope.all_n(*rooted, *OPTIONS[:3], *(Bound(f"part{h}", ">=", 0) for h in range(channels)), OPTIONS[4],
-                       Fixed("channels", lambda n: channels, f"{channels} channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops"))
+    return Scope.all_n(*rooted, *OPTIONS[:3], Bound("count", ">=", 0), Bound("channels", ">=", 1), Bound("channels", "<=", MAX_CHANNELS), OPTIONS[4],
+                       *_parts_premises(), _ring_premise())
 
 
-def channel_lemmas(collective: str, channels: int = CHANNELS) -> list:
-    """``slots``, ``channel h`` and ``offsets`` (module text): each channel of
-    :func:`nccl_ring.parts_program` is :func:`nccl_ring.options_program` on
-    its part, its cells shifted by the channel's offset."""
-    real = nccl_ring.parts_program(collective, tuple(range(1, channels + 1)))
-    sym, v = symbolic(real)
-    n, s, r, j, e, h_ = v["N"], v["s"], v["r"], v["j"], z3.Int("e"), z3.Int("h")
-    chunk, align, root = v["chunk"], v["align"], v.get("root", 0)
-    parts = [v[f"part{h}"] for h in range(channels)]
-    domain = channels_scope(collective, channels).assertions(v)
+def channels_layout(collective: str):
+    """The layout the channels rows prove, and its variables by name: the
+    generator's :class:`nccl_ring.Layout` with the channel count, chunk,
+    align, count (and root) solver variables, the parts
+    :class:`ChannelFunctions` and the rings :class:`RingFunctions`."""
+    parts, rings = ChannelFunctions(), RingFunctions()
+    v = {name: z3.Int(name) for name in ("N", "s", "r", "j", "channels", "chunk", "align", "count", "root")}
+    v.update(part=parts.part_of, off=parts.off_of, most=parts.top, pos=rings.pos, rank=rings.rank)
+    root = v["root"] if collective in ("broadcast", "reduce") else 0
+    layout = nccl_ring.Layout(collective, v["count"], v["channels"], v["chunk"], v["align"], rings, root, parts_of=parts)
+    return layout, v
+
+
+def _terms(t: Transfer, n) -> Transfer:
+    return Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)))
+
+
+def channel_lemmas(collective: str) -> list:
+    """``slots``, ``offsets``, ``ring`` and ``channel h`` (module text), h a
+    solver variable: each channel of the program :func:`nccl_ring.program_of`
+    builds on :func:`channels_layout` is :func:`nccl_ring.options_program`
+    on its part, on the identity ring, its ranks renamed along its ring and
+    its cells moved by the channel's offset."""
+    multi, v = channels_layout(collective)
+    sym = nccl_ring.program_of(multi, None)
+    n, s, r, j, channels, chunk, align, count = (v[k] for k in ("N", "s", "r", "j", "channels", "chunk", "align", "count"))
+    e, h, h2, c, i = z3.Ints("e h h2 c i")
+    root = v["root"] if collective in ("broadcast", "reduce") else 0
+    domain = channels_scope(collective).assertions(v)
     at = CHANNEL_AT[collective]
-    multi = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, chunk, align, None, root, equal=tuple(parts))
     steps, width, cells = (as_term(f(n), n) for f in (sym.steps, sym.width, sym.chunks))
     w = as_term(multi.width(n), n)
     c_j, e_j = (as_term(x, n) for x in nccl_ring._slot(multi, j, n))
-    c_h, e_h = (as_term(x, n) for x in nccl_ring._slot(multi, h_ * w + e, n))
+    c_h, e_h = (as_term(x, n) for x in nccl_ring._slot(multi, h * w + e, n))
     point = [0 <= s, s < steps, 0 <= r, r < n]
+    channel = [0 <= h, h < channels]
+    off, part = (lambda x: as_term(multi.off(x, n), n)), (lambda x: as_term(multi.part(x, n), n))
+    total = cells / n if collective in ("reduce_scatter", "allgather") else cells
     made = [
         Query("slots: slot j is element j mod width of channel j div width, and its transfer is that channel's", domain + point + [0 <= j, j < width],
               z3.And(width == channels * w, 0 <= c_j, c_j < channels, 0 <= e_j, e_j < w, j == c_j * w + e_j,
                      _same(sym.transfer(n, s, r, j), at(multi, n, s, r, c_j, e_j), n))),
-        Query("slots: element e < width of channel h < channels is slot h width + e", domain + [0 <= h_, h_ < channels, 0 <= e, e < w],
-              z3.And(c_h == h_, e_h == e, h_ * w + e < width)),
-        Query("offsets: the channels' parts follow one another from 0 and end the vector (each block)", domain,
-              z3.And(as_term(multi.off(0, n), n) == 0, *(as_term(multi.off(h + 1, n), n) == as_term(multi.off(h, n), n) + parts[h] for h in range(channels - 1)),
-                     as_term(multi.off(channels - 1, n), n) + parts[-1] == (cells / n if collective in ("reduce_scatter", "allgather") else cells))),
+        Query("slots: element e < width of channel h < channels is slot h width + e", domain + channel + [0 <= e, e < w],
+              z3.And(c_h == h, e_h == e, h * w + e < width)),
+        Query("offsets: channel 0 starts at 0, channel h + 1 where channel h ends, and the last channel ends the vector (each block)", domain + channel,
+              z3.And(off(0 * h) == 0, part(h) >= 0, z3.Implies(h + 1 < channels, off(h + 1) == off(h) + part(h)), off(channels - 1) + part(channels - 1) == total)),
+        Query("offsets: a later channel starts after an earlier one ends (induction over h2 from h + 1: step)",
+              domain + channel + [h < h2, h2 + 1 < channels, off(h) + part(h) <= off(h2)], off(h) + part(h) <= off(h2 + 1)),
+        Query("offsets: every channel starts at 0 or later (induction over h: step)", domain + channel + [h + 1 < channels, off(h) >= 0], off(h + 1) >= 0),
+        Query("offsets: cell c < count is in the last channel h that starts at c or before", domain + channel + [0 <= c, c < total, off(h) <= c,
+              z3.Implies(h + 1 < channels, off(h + 1) > c)], c < off(h) + part(h)),
     ]
-    for h in range(channels):
-        single = nccl_ring.options_program(collective, chunk, align, parts[h], root)
-        layout = nccl_ring.options_layout(collective, chunk, align, parts[h], root)
-        mine, theirs = at(multi, n, s, r, h, e), at(layout, n, s, r, 0, e)
-        mine, theirs = (Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op))) for t in (mine, theirs))
-        off = as_term(multi.off(h, n), n)
+    for h_ in (h,):  # one symbolic channel: every h < channels
+        ring = RING_RENAMING[collective]
+        here = ring(multi, n, h_, r, root)  # (rank of the 1-channel program, its root, the renaming sigma)
+        single = nccl_ring.options_program(collective, chunk, align, part(h_), here[1])
+        layout = nccl_ring.options_layout(collective, chunk, align, part(h_), here[1])
+        mine, theirs = _terms(at(multi, n, s, r, h_, e), n), _terms(at(layout, n, s, here[0], 0, e), n)
+        sigma = here[2]
+        o_ = off(h_)
         own_steps, own_width = as_term(single.steps(n), n), as_term(single.width(n), n)
-        if collective in ("reduce_scatter", "allgather"):  # block b's cell b part + o is b count + offset + o
+        if collective in ("reduce_scatter", "allgather"):  # block b's cell b part + o is sigma(b) count + offset + o
             loop = s / (n - 1)
-            index = nccl_ring.block_loop(n, s - loop * (n - 1), layout.position(0, r, n), 1, 0, collective == "reduce_scatter")[1]
-            block = as_term(layout.rank_at(0, index, n), n)
-            o = theirs.src_chunk - block * parts[h]
-            moved = z3.And(0 <= o, o < parts[h], theirs.src_chunk == theirs.dst_chunk, mine.src_chunk == block * cells / n + off + o, mine.dst_chunk == mine.src_chunk)
-            words = "cells moved from block b's b part + o to b count + offset + o"
+            b = nccl_ring.block_loop(n, s - loop * (n - 1), here[0], 1, 0, collective == "reduce_scatter")[1]
+            o = theirs.src_chunk - b * part(h_)
+            moved = z3.And(0 <= o, o < part(h_), theirs.src_chunk == theirs.dst_chunk, mine.src_chunk == sigma(b) * count + o_ + o, mine.dst_chunk == mine.src_chunk)
+            words = "its block b's cell b part + o at sigma(b) count + offset + o"
         else:
-            moved = z3.And(mine.src_chunk == off + theirs.src_chunk, mine.dst_chunk == off + theirs.dst_chunk)
-            words = "cells shifted by its offset"
+            moved = z3.And(mine.src_chunk == o_ + theirs.src_chunk, mine.dst_chunk == o_ + theirs.dst_chunk)
+            words = "its cells shifted by its offset"
         made += [
-            Query(f"channel {h}: its element e is the 1-channel program's element e on its part, {words}",
-                  domain + point + [0 <= e, e < w],
-                  z3.And(mine.active == theirs.active, z3.Implies(theirs.active, z3.And(mine.dst == theirs.dst, moved, mine.op == theirs.op)))),
-            Query(f"channel {h}: the 1-channel program's steps are among the program's", domain, own_steps <= steps),
-            Query(f"channel {h}: the 1-channel program's slots are among the channel's", domain, own_width <= w),
-            Query(f"channel {h}: the 1-channel program's transfer at slot e is its element e",
-                  domain + [0 <= s, s < own_steps, 0 <= r, r < n, 0 <= e, e < own_width], _same(single.transfer(n, s, r, e), at(layout, n, s, r, 0, e), n)),
-            *([Query(f"channel {h}: past the 1-channel program's steps is past its loops", domain + [0 <= s, s >= own_steps],
+            Query("ring: sigma, channel h's renaming of the 1-channel program's ranks, is a bijection of 0..N-1 with inverse rank -> its ring place"
+                  + (", and takes its root to the root" if collective in ("broadcast", "reduce") else ""),
+                  domain + channel + [0 <= i, i < n, 0 <= r, r < n],
+                  z3.And(0 <= sigma(i), sigma(i) < n, 0 <= here[0], here[0] < n, sigma(here[0]) == r, ring(multi, n, h_, sigma(i), root)[0] == i,
+                         *([0 <= here[1], here[1] < n, sigma(here[1]) == root] if collective in ("broadcast", "reduce") else []))),
+            Query(f"channel h: rank r's element e is the 1-channel program's element e on part h, at rank sigma^-1(r), to sigma of its receiver, {words}",
+                  domain + channel + point + [0 <= e, e < w],
+                  z3.And(mine.active == theirs.active, z3.Implies(theirs.active, z3.And(mine.dst == sigma(theirs.dst), moved, mine.op == theirs.op)))),
+            Query("channel h: the 1-channel program's steps are among the program's", domain + channel, own_steps <= steps),
+            Query("channel h: the 1-channel program's slots are among the channel's", domain + channel, own_width <= w),
+            Query("channel h: the 1-channel program's transfer at slot e is its element e",
+                  domain + channel + [0 <= s, s < own_steps, 0 <= i, i < n, 0 <= e, e < own_width], _same(single.transfer(n, s, i, e), at(layout, n, s, i, 0, e), n)),
+            *([Query("channel h: past the 1-channel program's steps is past its loops", domain + channel + [0 <= s, s >= own_steps],
                      s / per(collective, n) >= own_loops(collective, layout, n)),
-               Query(f"channel {h}: past the 1-channel program's loops its elements are idle",
-                     domain + point + [0 <= e, e < w, s / per(collective, n) >= own_loops(collective, layout, n)], z3.Not(theirs.active))]
+               Query("channel h: past the 1-channel program's loops its elements are idle",
+                     domain + channel + point + [0 <= e, e < w, s / per(collective, n) >= own_loops(collective, layout, n)], z3.Not(theirs.active))]
               if collective in LOOPS else
-              [Query(f"channel {h}: past the 1-channel program's steps its elements are idle", domain + point + [0 <= e, e < w, s >= own_steps], z3.Not(theirs.active))]),
-            Query(f"channel {h}: past the 1-channel program's slots its elements are idle", domain + point + [0 <= e, e < w, e >= own_width], z3.Not(theirs.active)),
+              [Query("channel h: past the 1-channel program's steps its elements are idle", domain + channel + point + [0 <= e, e < w, s >= own_steps],
+                     z3.Not(theirs.active))]),
+            Query("channel h: past the 1-channel program's slots its elements are idle", domain + channel + point + [0 <= e, e < w, e >= own_width],
+                  z3.Not(theirs.active)),
         ]
     if collective in ("reduce_scatter", "allgather"):
         from .induction import EXPECTED
 
-        b, b2, o, o2, c = z3.Ints("b b2 o o2 c")
-        count = cells / n
+        b, b2, o, o2 = z3.Ints("b b2 o o2")
         owned = EXPECTED[collective][1 if collective == "reduce_scatter" else 0]
         made += [
-            Query("blocks: (b, o) -> b count + o is one to one for o < count", domain + [0 <= b, b < n, 0 <= b2, b2 < n, 0 <= o, o < count, 0 <= o2, o2 < count,
-                  b * count + o == b2 * count + o2], z3.And(b == b2, o == o2)),
-            Query("blocks: cell b count + o (o < count) is block b's, the collective's", domain + [0 <= b, b < n, 0 <= o, o < count, c == b * count + o],
+            Query("blocks: (b, o) -> b count + o is one to one for o < count", domain + [0 <= b, b < n, 0 <= b2, b2 < n, 0 <= o, o < total, 0 <= o2, o2 < total,
+                  b * total + o == b2 * total + o2], z3.And(b == b2, o == o2)),
+            Query("blocks: cell b count + o (o < count) is block b's, the collective's", domain + [0 <= b, b < n, 0 <= o, o < total, c == b * total + o],
                   z3.And(_bool(owned(n, cells, b, c, 0)), z3.Not(_bool(owned(n, cells, b + 1, c, 0))), z3.Not(_bool(owned(n, cells, b - 1, c, 0))), c < cells)),
         ]
+    return [ground(q) for q in made]
+
+
+def _allreduce_renaming(layout, n, h, r, root):
+    """All-reduce: rank r plays the 1-channel program's rank index(h, r), its
+    distance from rank 0 along the ring; sigma(i) = rank_at(h, pos(h, 0) + i)."""
+    return (layout.index(h, r, n), 0, lambda i: layout.rank_at(h, ix.wrap(layout.position(h, 0 * i, n) + i, n), n))
+
+
+def _place_renaming(layout, n, h, r, root):
+    """Reduce-scatter, all-gather, broadcast, reduce: rank r plays the
+    1-channel program's rank pos(h, r), the root pos(h, root);
+    sigma(i) = rank_at(h, i)."""
+    return (layout.position(h, r, n), layout.position(h, root, n), lambda i: layout.rank_at(h, i, n))
+
+
+#: collective -> (layout, n, h, r, root) -> (the 1-channel program's rank for r, its root, sigma)
+RING_RENAMING = {"allreduce": _allreduce_renaming, "reduce_scatter": _place_renaming, "allgather": _place_renaming,
+                 "broadcast": _place_renaming, "reduce": _place_renaming}
+
+
+def generator_parts_lemmas(collective: str) -> list:
+    """``the generator's parts``: for every channel count C in 1..64 and
+    parts p_0..p_{C-1} (solver variables), the generator's
+    :class:`nccl_ring.PartList` layout meets the premises the channels
+    rows state of :class:`ChannelFunctions`: part(h) = p_h, off(0) = 0,
+    off(h) = off(h-1) + part(h-1), the last part ending at their sum (Z3
+    reads each as the definition: ``trivial``); and the fold step of its
+    largest part, :func:`nccl_ring.larger`, is at least both its
+    arguments, so (by induction over the fold, an argument) the largest
+    part is at least every part. The parts >= 0 that add up to the count
+    are what the generator accepts (:func:`nccl_ring.generate_ring`
+    refuses any other split)."""
+    n, a, b = z3.Int("N"), z3.Int("a"), z3.Int("b")
+    made = [Query("the generator's parts: its largest part's fold step is at least both its arguments", [],
+                  z3.And(nccl_ring.larger(a, b) >= a, nccl_ring.larger(a, b) >= b))]
+    for channels in range(1, MAX_CHANNELS + 1):
+        parts = z3.Ints(" ".join(f"p{k}" for k in range(channels)))
+        split = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts)).split(n)  # what Layout.off and .part read
+        off, part = (lambda x: as_term(split.off(x), n)), (lambda x: as_term(split.part(x), n))
+        made.append(Query(f"the generator's parts: {channels} channel{'s' * (channels > 1)}", [],
+                          z3.And(*(part(h) == parts[h] for h in range(channels)), off(0) == 0, *(off(h) == off(h - 1) + part(h - 1) for h in range(1, channels)),
+                                 off(channels - 1) + part(channels - 1) == sum(parts[1:], parts[0]))))
     return made
 
 
@@ -538,9 +735,9 @@ def _same(a: Transfer, b: Transfer, n):
     return z3.And(a.active == b.active, z3.Implies(a.active, z3.And(a.dst == b.dst, a.src_chunk == b.src_chunk, a.dst_chunk == b.dst_chunk, a.op == b.op)))
 
 
-def channels_proof(collective: str, channels: int = CHANNELS) -> Outcome:
-    """The channel lemmas, then the 1-channel row's proof (every part is a
-    count it covers), held to that row's own scope."""
+def channels_proof(collective: str) -> Outcome:
+    """The channel lemmas, the generator's parts, then the 1-channel row's
+    proof (every part is a count it covers), held to that row's own scope."""
 
     def one_channel() -> Outcome:
         outer = current_row()
@@ -550,4 +747,4 @@ def channels_proof(collective: str, channels: int = CHANNELS) -> Outcome:
             outer.most_used = max(outer.most_used, inner.most_used)
         return outcome
 
-    return run_queries([*channel_lemmas(collective, channels), one_channel])
+    return run_queries([*channel_lemmas(collective), *generator_parts_lemmas(collective), one_channel])

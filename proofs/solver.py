@@ -348,7 +348,8 @@ def _narrowing(query: Query, rlimit: int | None) -> str:
 def _scope_terms(expr: z3.ExprRef, names, seen: dict) -> dict:
     """The free variables of ``expr`` by name when all are scope variables
     (``names``), else {}: breadth first, stopping at the first other
-    variable. ``seen`` caches the answer by AST (and keeps the AST alive,
+    variable. An uninterpreted function (a scope's ``part(h)``) counts as a
+    variable, by its declaration; quantifiers are looked into. ``seen`` caches the answer by AST (and keeps the AST alive,
     so that its id is not reused)."""
     key = (expr.get_id(), names)
     if key not in seen:
@@ -356,12 +357,13 @@ def _scope_terms(expr: z3.ExprRef, names, seen: dict) -> dict:
         queue, visited = [expr], {expr.get_id()}
         while queue:
             e = queue.pop(0)
-            if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            function = z3.is_app(e) and e.num_args() > 0 and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
+            if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED or function:
                 if e.decl().name() not in names:
                     terms = {}
                     break
-                terms[e.decl().name()] = e
-            elif z3.is_app(e):
+                terms[e.decl().name()] = e.decl() if function else e
+            if z3.is_app(e) or z3.is_quantifier(e):
                 for child in e.children():
                     if child.get_id() not in visited:
                         visited.add(child.get_id())

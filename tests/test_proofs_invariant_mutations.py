@@ -390,33 +390,31 @@ def test_nccl_ring_allreduce_with_the_all_gather_chunk_off_by_one_fails_the_all_
     assert result.status == FAILED and "N" in result.counterexample
 
 
-def test_nccl_ring_channels_rows_prove_the_generators_two_channel_schedules():
-    """The channels rows prove parts_program: the generator's schedule on 2
-    (and 4) channels with the parts given, and with NCCL 2.30's own split
-    of the count (parts that add up to the count), step for step."""
-    import numpy as np
-
+def test_nccl_ring_channels_rows_prove_the_generators_channel_schedules():
+    """The channels rows prove the program the generator's Layout builds
+    with its parts and rings as solver functions (every channel count
+    1..64): the generator's schedules with NCCL 2.30's own split of the
+    count use parts >= 0 that add up to the count, the split those rows
+    cover, and their channel table lists those parts and rings."""
     from collspec.models.generators import nccl_host, nccl_ring
 
     rows = {p.name: p.scope for p in suite()}
     for collective in NCCL["nccl-ring"]:
         rooted = "all roots, " if collective in ("broadcast", "reduce") else ""
         assert rows[f"nccl-ring.{collective}-channels-exactly-once"] == (
-            f"all N>=2, {rooted}chunk in 1..4194304, align>=1, part0>=0, part1>=0, align divides chunk, "
-            "2 channels on the identity ring, every part (NCCL 2.30's split among them), any number of loops")
-        for n in range(1, 6):
-            big = 70000 if collective not in ("reduce_scatter", "allgather") else 9000
-            for channels, options in ((2, {"chunk": 2, "align": 2, "parts": [5, 3]}), (2, {"chunk": 3, "align": 1, "parts": [0, 4]}),
-                                      (2, {"count": big, "dtype": "float16"}), (4, {"chunk": 2, "align": 1, "parts": [3, 0, 5, 2]}),
-                                      (4, {"count": 4 * big, "dtype": "float16"})):
-                parts = options.get("parts") or nccl_host.split_terms(collective, n, options["count"], 2, "simple", channels)
-                assert sum(parts) == options.get("count", sum(parts)) and min(parts) >= 0
-                built = generate("nccl-ring", collective, n, channels=channels, **options)
-                layout = nccl_ring.layout_of(collective, channels=channels, **options)  # the generator's chunk and align for these options
-                proved = nccl_ring.parts_program(collective, tuple(int(p) for p in parts), layout.chunk, layout.align).schedule(n)
-                assert (proved.chunks, len(proved.steps), proved.link_capacity) == (built.chunks, len(built.steps), built.link_capacity)
-                for a, b in zip(proved.steps, built.steps):
-                    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("src", "dst", "src_chunk", "dst_chunk", "op"))
+            f"all N>=2, {rooted}chunk in 1..4194304, align>=1, count>=0, channels in 1..64, align divides chunk, "
+            "part(h)>=0 and most>=part(h) for every channel h, off(0)=0, off(h)=off(h-1)+part(h-1), off(channels-1)+part(channels-1)=count, "
+            "every channel's ring a permutation of the ranks (pos(h, .), rank(h, .) inverse bijections of 0..N-1)")
+        for n in range(2, 6):
+            big = 60000 if collective not in ("reduce_scatter", "allgather") else 9000
+            for channels in (2, 5, 64):
+                parts = nccl_host.split_terms(collective, n, channels * big, 2, "simple", channels)
+                assert sum(parts) == channels * big and min(parts) >= 0
+                options = {"channels": channels, "count": channels * big, "dtype": "float16", "rings": [list(range(n)), list(range(n))[::-1]]}
+                nccl_ring._check_for(nccl_ring.layout_of(collective, **options), n)  # what generate checks before it builds (the schedule is large)
+                table = nccl_ring.channel_table(collective, n, **options)
+                assert [c["count"] for c in table] == [int(p) for p in parts if int(p)]
+                assert [c["ring"] for c in table[1:2]] in ([list(range(n))[::-1]], [])
 
 
 def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_row(monkeypatch):
@@ -431,7 +429,7 @@ def test_nccl_ring_wrong_neighbour_on_channel_1_from_17_fails_only_the_channels_
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED  # one channel: channel 1 unused
     result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.counterexample["N"] >= 17
-    assert result.queries[-1][0] == "channel 1: its element e is the 1-channel program's element e on its part, cells shifted by its offset"
+    assert result.queries[-1][0].startswith("channel h: rank r's element e is the 1-channel program's element e on part h")
     assert row("nccl-ring.allgather-channels-exactly-once").status == FAILED
 
 
@@ -451,4 +449,5 @@ def test_nccl_ring_channel_1_one_element_late_fails_only_the_channels_row(monkey
     assert row("nccl-ring.allreduce-exactly-once").status == PROVED
     result = row(CHANNELS_ROW)
     assert result.status == FAILED and result.reason == "counterexample"
-    assert result.queries[-1][0] == "offsets: the channels' parts follow one another from 0 and end the vector (each block)"
+    assert result.queries[-1][0] == ("offsets: channel 0 starts at 0, channel h + 1 where channel h ends, "
+                                     "and the last channel ends the vector (each block)")

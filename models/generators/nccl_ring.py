@@ -99,6 +99,18 @@ def _align_up(a, b):
     return _divup(a, b) * b
 
 
+def _pick(values, c):
+    """``values[c]`` for c < len(values), on numpy or Z3 indices."""
+    if not (_is_z3(c) or any(_is_z3(v) for v in values)):
+        return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
+    if isinstance(c, (int, np.integer)):  # Z3 values at a plain index: the one picked
+        return values[int(c)] if 0 <= c < len(values) else 0
+    result = ix.constant(0, c) if _is_z3(c) else 0
+    for h, value in enumerate(values):
+        result = ix.where(c == h, value, result)
+    return result
+
+
 @dataclass(frozen=True)
 class Layout:
     """Channels, parts and rings: concrete options, used on numpy or Z3 indices.
@@ -106,7 +118,12 @@ class Layout:
     The channel parts are NCCL's host split (:func:`.nccl_host.split_terms`,
     of N for reduce-scatter and all-gather), or ``equal`` elements on every
     channel (:func:`one_loop_program`'s instance, ``equal`` a function of N),
-    or ``equal`` the list of parts itself."""
+    or ``equal`` the list of parts itself: a :class:`PartList`. The
+    channels rows (:mod:`collspec.proofs.nccl_ring_loops`) pass
+    ``parts_of`` (parts and offsets as solver functions of the channel
+    index) and ``rings`` as an object with ``position`` and ``rank_at``
+    in place of the rank lists (a :class:`RingTable`); every offset, part,
+    width, ring place and neighbour below is read through these."""
 
     collective: str
     count: int
@@ -118,6 +135,7 @@ class Layout:
     itemsize: int = 4
     protocol: str = "simple"
     equal: object = None
+    parts_of: object = None
 
     def parts(self, n) -> list:
         """Elements of every channel, channel 0 first (0 where NCCL leaves it empty)."""
@@ -125,26 +143,22 @@ class Layout:
             return [self.equal(n)] * self.channels if callable(self.equal) else list(self.equal)
         return host.split_terms(self.collective, n, self.count, self.itemsize, self.protocol, self.channels)
 
-    def _pick(self, values, c):
-        """``values[c]`` for c < C, on numpy or Z3 indices."""
-        if not (_is_z3(c) or any(_is_z3(v) for v in values)):
-            return np.asarray([int(v) for v in values], dtype=np.int64)[np.asarray(c)]
-        result = ix.constant(0, c) if _is_z3(c) else 0
-        for h, value in enumerate(values):
-            result = ix.where(c == h, value, result)
-        return result
+    _pick = staticmethod(_pick)
+
+    def split(self, n):
+        """The channel parts as functions of the channel index: ``self.parts_of``
+        when given (the proofs' uninterpreted functions, any channel count),
+        else :class:`PartList` of :meth:`parts`. Every offset, part and width
+        goes through it."""
+        return self.parts_of if self.parts_of is not None else PartList(self.parts(n))
 
     def off(self, c, n):
         """Where channel c's part starts in the vector."""
-        starts, total = [], 0
-        for part in self.parts(n):
-            starts.append(total)
-            total = total + part
-        return self._pick(starts, c)
+        return self.split(n).off(c)
 
     def part(self, c, n):
         """Elements of channel c's part."""
-        return self._pick(self.parts(n), c)
+        return self.split(n).part(c)
 
     def width(self, n):
         """Slots of one channel per step: the most elements one message carries,
@@ -153,11 +167,8 @@ class Layout:
         return ix.where(most < 1, 1, _min(self.chunk, _align_up(most, self.align)))
 
     def most(self, n):
-        parts = self.parts(n)
-        most = parts[0]
-        for part in parts[1:]:
-            most = ix.where(part > most, part, most)
-        return most
+        """The largest part (in the proofs: any bound on every part)."""
+        return self.split(n).most()
 
     def loops(self, n, per_loop):
         """Loops of the largest channel part."""
@@ -169,20 +180,69 @@ class Layout:
         the ring list starts with."""
         return ix.wrap(self.position(c, r, n) - self.position(c, 0 * r, n), n)
 
+    def ring_of(self):
+        """The rings as functions: ``self.rings`` itself when it has
+        ``position`` and ``rank_at`` (the proofs' uninterpreted functions,
+        every ring), else :class:`RingTable` of the rank lists."""
+        return self.rings if hasattr(self.rings, "position") else RingTable(self.rings, self.channels)
+
     def position(self, c, r, n):
         """Rank r's position in channel c's ring list."""
         if self.rings is None:
             return r
-        return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
+        return self.ring_of().position(c, r)
 
     def rank_at(self, c, i, n):
         """The rank at position i of channel c's ring list."""
         if self.rings is None:
             return i
-        return self._lookup([list(ring) for ring in self.rings], c, i)
+        return self.ring_of().rank_at(c, i)
 
     def next(self, c, r, n):
         return self.rank_at(c, ix.wrap(self.position(c, r, n) + 1, n), n)
+
+
+class PartList:
+    """The generator's channel parts: a list, channel 0 first; ``off(c)``
+    the sum of the parts before c, ``most()`` the largest."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+        self.starts, total = [], 0
+        for part in self.parts:
+            self.starts.append(total)
+            total = total + part
+
+    def part(self, c):
+        return _pick(self.parts, c)
+
+    def off(self, c):
+        return _pick(self.starts, c)
+
+    def most(self):
+        most = self.parts[0]
+        for part in self.parts[1:]:
+            most = larger(most, part)
+        return most
+
+
+def larger(a, b):
+    """The larger of a and b (the fold step of :meth:`PartList.most`)."""
+    return ix.where(b > a, b, a)
+
+
+class RingTable:
+    """The generator's rings: one rank list per channel (fewer reused in
+    turn); ``position(c, r)`` and ``rank_at(c, i)`` are table lookups."""
+
+    def __init__(self, rings, channels: int):
+        self.rings, self.channels = rings, channels
+
+    def position(self, c, r):
+        return self._lookup([[ring.index(k) for k in range(len(ring))] for ring in self.rings], c, r)
+
+    def rank_at(self, c, i):
+        return self._lookup([list(ring) for ring in self.rings], c, i)
 
     def _lookup(self, rows, c, k):
         """``rows[c mod len(rows)][k]``: numpy indexing, or a chain of ``where`` on Z3."""
@@ -194,7 +254,6 @@ class Layout:
             for i in range(table.shape[1]):
                 result = ix.where(ix.both(c == ch, k == i), int(table[ch, i]), result)
         return result
-
 
 
 # -- the five transfer functions ---------------------------------------------------------------
@@ -420,7 +479,8 @@ def program_of(layout: Layout, factory, params=None, title=None, meta=None) -> P
     """The :class:`Program` of ``layout``: its cells, steps, slots (channels x
     width), transfer and link load. Every nccl-ring program is built here, the
     generator's (:func:`ring_program`) and the ones the all-N rows prove
-    (:func:`options_program`, :func:`parts_program`), so what the rows prove
+    (:func:`options_program`, and the channels rows' layout with its parts
+    and rings as solver functions), so what the rows prove
     differs from what the generator runs only in the layout's values."""
     collective = layout.collective
     steps, transfer, label = BUILDERS[collective](layout)
@@ -468,7 +528,7 @@ def one_loop_program(collective: str, root=0, channels: int = 1) -> Program:
     all-gather, N one-element chunks for broadcast and reduce from ``root``.
     The transfer is :data:`BUILDERS`'s own, on that layout; its schedule is
     ``generate_ring(collective, n, channels=1, chunk=1, count=..., root=...)``'s.
-    The all-N rows prove :func:`options_program` and :func:`parts_program`,
+    The all-N rows prove :func:`options_program` and the channels layout,
     which cover it; tests use this instance to show bugs that only several
     loops or channels reveal. ``channels`` C > 1 (all-reduce): count C N,
     one loop on each channel."""
@@ -505,29 +565,15 @@ def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Progr
                       title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements")
 
 
-def parts_program(collective: str, parts=(1, 1), chunk=1, align=1, root=0) -> Program:
-    """The transfer function of ``collective`` on ``len(parts)`` channels
-    (the identity ring on each) with channel h's part ``parts[h]`` elements
-    (per rank's block for reduce-scatter and all-gather; ``count`` their
-    sum), ``chunk`` and ``align``: parameters ``part0``, ``part1``, ...,
-    Z3 variables in the proofs. At ints its schedule is
-    ``generate_ring(collective, n, channels=len(parts), parts=parts, ...)``'s."""
-    rooted = collective in ("broadcast", "reduce")
-    count = sum(parts[1:], parts[0])
-    layout = Layout(collective, count, len(parts), chunk, align, None, root, equal=tuple(parts))
-    params = {**{f"part{h}": p for h, p in enumerate(parts)}, "chunk": chunk, "align": align, **({"root": root} if rooted else {})}
-
-    def rebuilt(**values):
-        return parts_program(collective, tuple(values[f"part{h}"] for h in range(len(parts))), values["chunk"], values["align"], values.get("root", 0))
-
-    return program_of(layout, rebuilt, params, title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, {len(parts)} channels, chunk {chunk}, parts {parts}")
-
-
 def _check_for(layout: Layout, n: int) -> None:
     if layout.rings is not None:
         for c, ring in enumerate(layout.rings):
             if sorted(int(v) for v in ring) != list(range(n)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ring):
                 raise ScheduleError(f"{ALGORITHM}: option rings: ring {c} {list(ring)} is not a permutation of the ranks 0..{n - 1}")
+        table, places = layout.ring_of(), np.arange(n)
+        for c in range(layout.channels):  # the channels rows' premise on the rings: position and rank_at inverse bijections
+            if not (np.array_equal(table.position(c, table.rank_at(c, places)), places) and np.array_equal(table.rank_at(c, table.position(c, places)), places)):
+                raise ScheduleError(f"{ALGORITHM}: option rings: channel {c}'s ring lookups are not inverse permutations of 0..{n - 1}")
     if layout.collective in ("broadcast", "reduce"):
         _integer("root", layout.root, 0, n - 1)
     cells = layout.count * (n if layout.collective in ("reduce_scatter", "allgather") else 1)
