@@ -32,46 +32,96 @@ several loops, the all-gather) is listed in docs/proofs.md.
 
 from __future__ import annotations
 
+import z3
+
 from ..models import indexing as ix
+from ..models.program import BITVEC_WIDTH
 from ..models.generators import nccl_pat
 from .induction import MAX_RANKS, Invariant
 from .scope import Bound, Fixed, Scope
 
-#: the aggregation the row proves: NCCL 2.30's at postFreq 1 (count 1,
+#: the aggregation the all-N row proves: NCCL 2.30's at postFreq 1 (count 1,
 #: chunk 1) for every N >= 10 (min(8 postFreq, most), most >= 8 from N = 10)
 AGGREGATION = 8
 #: the fewest ranks that reach it (the generator refuses a larger aggregation than N allows)
 LOWEST = 10
+#: the row below it: NCCL's own aggregation at postFreq 1 for N in 2..9 (1, 2 or 4)
+BELOW = "nccl-pat.reduce_scatter-below-10-exactly-once"
 
-#: row -> (collective, the options of the proved program)
+#: row -> (collective, the options of the proved program (aggregation None:
+#: NCCL's choice, computed by the generator), the N it covers)
 OPTIONS = {
-    "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}),
+    "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, MAX_RANKS)),
+    BELOW: ("reduce_scatter", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
 }
 
 
 def program(name: str):
     """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
-    collective, options = OPTIONS[name]
+    collective, options, _ = OPTIONS[name]
     return nccl_pat.pat_program(collective, **options)
 
 
 def scope(name: str) -> Scope:
-    """The row's scope: N in 10..65536 (bit-vectors), and :func:`premises`."""
-    return Scope((Bound("N", ">=", LOWEST), Bound("N", "<=", MAX_RANKS))) + premises(name)
+    """The row's scope: its N range (bit-vectors), and :func:`premises`."""
+    low, high = OPTIONS[name][2]
+    return Scope((Bound("N", ">=", low), Bound("N", "<=", high))) + premises(name)
+
+
+def nccl_aggregation(n: int, post: int = 1) -> int:
+    """aggFactor of NCCL 2.30's ``PatRSAlgorithm`` for n ranks at postFreq
+    ``post``, restated: min(8 postFreq, the power of two at or above n / 2
+    (integer division, at least 1))."""
+    return min(8 * post, int(_pow2_at_or_above(max(1, n // 2))))
+
+
+def cases(name: str) -> tuple:
+    """The row's case split: ``(lowest N, highest N, P, A)`` runs of N with
+    one power of two P at or above N and one aggregation A (restated from
+    NCCL, :func:`nccl_aggregation`), covering the row's N range; () for the
+    aggregation-8 row, whose invariant takes P as a term of N."""
+    low, high = OPTIONS[name][2]
+    if OPTIONS[name][1]["aggregation"] is not None:
+        return ()
+    runs = []
+    for n in range(low, high + 1):
+        key = (int(_pow2_at_or_above(n)), nccl_aggregation(n, OPTIONS[name][1]["post"]))
+        if runs and runs[-1][2:] == key:
+            runs[-1] = (runs[-1][0], n, *key)
+        else:
+            runs.append((n, n, *key))
+    return tuple(runs)
 
 
 def premises(name: str) -> tuple:
-    """The row's premises besides N <= 65536: N >= 10 and the options its
-    program fixes (:mod:`collspec.proofs.scope`); a test builds the
+    """The row's premises besides N <= 65536: its N range and the options
+    its program fixes (:mod:`collspec.proofs.scope`); a test builds the
     generator's schedule with exactly these."""
-    _, o = OPTIONS[name]
+    _, o, (low, high) = OPTIONS[name]
+    if o["aggregation"] is None:
+        runs = ", ".join(f"{a} (N {lo}..{hi})" if lo < hi else f"{a} (N={lo})" for lo, hi, _, a in _merged(cases(name)))
+        aggregation = Fixed("aggregation", lambda n: nccl_aggregation(n, o["post"]), f"NCCL's aggregation {runs}")
+    else:
+        aggregation = Fixed("aggregation", lambda n: o["aggregation"], f"aggregation {o['aggregation']}")
     return (
-        Bound("N", ">=", LOWEST),
-        Fixed("aggregation", lambda n: o["aggregation"], f"aggregation {o['aggregation']}"),
+        Bound("N", ">=", low),
+        *((Bound("N", "<=", high),) if high < MAX_RANKS else ()),
+        aggregation,
         Fixed("post", lambda n: o["post"], f"postFreq {o['post']}"),
         Fixed("chunk", lambda n: o["chunk"], f"chunk {o['chunk']}"),
         Fixed("count", lambda n: o["count"], f"count {o['count']}"),
     )
+
+
+def _merged(runs):
+    """``runs`` with neighbours of one aggregation joined (for the scope text)."""
+    out = []
+    for lo, hi, p, a in runs:
+        if out and out[-1][3] == a:
+            out[-1] = (out[-1][0], hi, p, a)
+        else:
+            out.append((lo, hi, p, a))
+    return out
 
 
 # -- NCCL's definitions, restated (module text) ------------------------------------------------
@@ -99,14 +149,23 @@ def _low_bit(v):
     return v & -v
 
 
-def send_step(n, o):
-    """T(o): the message of a loop that sends offset o, 1 <= o < P (module text)."""
-    p = _pow2_at_or_above(n)
-    a = AGGREGATION
-    log_a = _log2(a)
-    delta = ix.shift_right(p, log_a)
+def _constants(n, p, a):
+    """(delta, log2 A, log2 delta) at P = p: Python ints where p is given, else terms of n."""
+    if p is None:
+        p = _pow2_at_or_above(n)
+        log_a = _log2(a)
+        delta = ix.shift_right(p, log_a)
+        return delta, log_a, _log2(delta)
+    log_a = a.bit_length() - 1
+    return p >> log_a, log_a, (p >> log_a).bit_length() - 1
+
+
+def send_step(n, o, p=None, a=AGGREGATION):
+    """T(o): the message of a loop that sends offset o, 1 <= o < P (module
+    text), at P = ``p`` (a power of two) if given, else the one at or above n."""
+    delta, log_a, log_delta = _constants(n, p, a)
     l = o & (delta - 1)
-    i = ix.shift_right(o, _log2(delta))
+    i = ix.shift_right(o, log_delta)
     k = _log2(_low_bit(ix.where(i == 0, 1, i)))  # scale 2**k
     blocks = ix.shift_right(a, k + 1)  # blocks (and messages) of scale step 2**k
     inner = ix.shift_right(i, k + 1)  # i = (2 inner + 1) 2**k
@@ -115,12 +174,9 @@ def send_step(n, o):
     return ix.where(l == 0, scale_step, as_step)
 
 
-def distance(n, t):
-    """The distance of message t of a loop (module text)."""
-    p = _pow2_at_or_above(n)
-    a = AGGREGATION
-    log_a = _log2(a)
-    delta = ix.shift_right(p, log_a)
+def distance(n, t, p=None, a=AGGREGATION):
+    """The distance of message t of a loop (module text), at P = ``p`` if given."""
+    delta, log_a, _ = _constants(n, p, a)
     first = ix.shift_left(delta - 1, log_a, like=t)
     in_as = t < first
     low = delta - 1 - ix.shift_right(t, log_a)
@@ -132,8 +188,10 @@ def distance(n, t):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str) -> Invariant:
-    """The claim of the module text for the program of row ``name``."""
+def invariant(name: str, p=None, a=AGGREGATION) -> Invariant:
+    """The claim of the module text for the program of row ``name``, at
+    aggregation ``a`` and P = ``p`` (for N in p/2 + 1..p) if given, else P
+    a term of N."""
     def offset(n, r, c):
         return ix.wrap(c - r, n)
 
@@ -141,7 +199,7 @@ def invariant(name: str) -> Invariant:
         o, o2 = offset(n, r, c), offset(n, x, c)
         d = o2 - o
         high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
-        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high) < s)
+        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high, p, a) < s)
         return ix.both(k == c, ix.either(o2 == o, feeds))
 
     def defined(n, s, r, c):
@@ -149,16 +207,30 @@ def invariant(name: str) -> Invariant:
 
     def witness(n, s, r, c, *rest):
         """The one slot that writes (r, c) at step s: slot 0 of rank r - distance."""
-        return ix.wrap(r - distance(n, s), n), 0 * s
+        return ix.wrap(r - distance(n, s, p, a), n), 0 * s
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 
 
 def prove(name: str):
     """Row ``name``: the spec's postcondition check, then the induction
-    (each check within the row's resource limit, ``proofs.suite.RLIMITS``)."""
+    (each check within the row's resource limit, ``proofs.suite.RLIMITS``);
+    for a row with :func:`cases`, a query that they cover its N range, then
+    the induction once per case, the case's N bounds added to each query
+    as a case (:class:`~collspec.proofs.solver.Query`) and P and A
+    constants in its invariant."""
     from .induction import queries, spec_check
-    from .solver import run_queries
+    from .solver import Query, run_queries
 
-    collective, _ = OPTIONS[name]
-    return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
+    collective = OPTIONS[name][0]
+    made = program(name)
+    split = cases(name)
+    if not split:
+        return run_queries([spec_check(collective), *queries(made, invariant(name))])
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    within = [z3.And(n >= low, n <= high) for low, high, _, _ in split]
+    asked = [spec_check(collective), Query("cases: the runs of N cover the row's N range", scope(name).assertions({"N": n}), z3.Or(*within))]
+    for (low, high, p, a), case in zip(split, within):
+        asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}]", q.premises, q.claim, q.when, [*q.case, case])
+                  for q in queries(made, invariant(name, p, a))]
+    return run_queries(asked)

@@ -1,4 +1,4 @@
-"""nccl-pat's all-N row (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
+"""nccl-pat's all-N rows (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
 their scopes, the program they prove, the restated order against the built
 schedule, and bugs planted in nccl-pat's transfer function that fail them
 with a counterexample. The per-N checks of small N miss each bug: that is
@@ -23,6 +23,7 @@ from collspec.proofs.suite import run_proof, suite
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 ORIGINAL_REVERSE = nccl_pat._reverse
 RS = "nccl-pat.reduce_scatter-exactly-once"
+BELOW = proof.BELOW
 
 
 def row(name, full=True):
@@ -45,6 +46,25 @@ def one_message_too_many_from_17(collective, aggregation=None, chunk=None, count
     return dataclasses.replace(made, steps=steps, transfer=transfer)
 
 
+def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's program with one message more per run when its
+    aggregation is below 8 (NCCL's choice below 10 ranks): the last message
+    sent again. Where the aggregation is 8 the program is unchanged."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+
+    def below_8(n):
+        return (nccl_pat.nccl_aggregation(n, 1 if post is None else post) if aggregation is None else aggregation) < 8
+
+    def steps(n):
+        return made.steps(n) + ix.where(below_8(n), 1, 0)
+
+    def transfer(n, s, r, j):
+        last = made.steps(n) - 1
+        return made.transfer(n, ix.where(s > last, last, s), r, j)
+
+    return dataclasses.replace(made, steps=steps, transfer=transfer)
+
+
 def mirror_of_two_bits(x, width):
     """mirrorInvert over at most 2 bits: right while a step has at most 4
     messages (aggregation <= 4), wrong from aggregation 8."""
@@ -55,31 +75,49 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-pat.")}
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
+        BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
     rows = {p.name: p for p in suite(full=True)}
-    for name, (collective, options) in proof.OPTIONS.items():
+    for name, (collective, options, _) in proof.OPTIONS.items():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
-        for n in (10, 17):
-            assert rows[name].premises.fixed(n) == options
-            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **options))
-            # NCCL 2.30's own choice at chunk 1, count 1 from N = 10 (no aggregation or post given)
+        for n in (10, 17) if name == RS else range(2, 10):
+            fixed = rows[name].premises.fixed(n)
+            assert fixed == {**options, "aggregation": fixed["aggregation"]}
+            assert fixed["aggregation"] == (options["aggregation"] or int(nccl_pat.nccl_aggregation(n, 1)))
+            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **fixed))
+            # NCCL 2.30's own choice at chunk 1, count 1 (no aggregation or post given)
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=1, count=1))
+
+
+def test_the_below_10_cases_cover_2_to_9_with_the_generators_p_and_aggregation():
+    """The case split of the row below 10 ranks: runs of N with one P and
+    one aggregation, P and aggregation (restated) equal to the generator's."""
+    runs = proof.cases(BELOW)
+    assert [n for lo, hi, _, _ in runs for n in range(lo, hi + 1)] == list(range(2, 10))
+    assert runs == ((2, 2, 2, 1), (3, 3, 4, 1), (4, 4, 4, 2), (5, 5, 8, 2), (6, 8, 8, 4), (9, 9, 16, 4))
+    for lo, hi, p, a in runs:
+        for n in range(lo, hi + 1):
+            assert (p, a) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, 1)))
+    assert proof.cases(RS) == ()
 
 
 def test_the_restated_order_is_the_built_schedules():
     """The invariant's send order (T(o), each message's distance) against
     the messages the generator builds."""
-    for n in (10, 17, 33):
-        built = proof.program(RS).schedule(n)
+    cases = [(RS, n, None, proof.AGGREGATION) for n in (10, 17, 33)]
+    cases += [(BELOW, n, p, a) for lo, hi, p, a in proof.cases(BELOW) for n in range(lo, hi + 1)]
+    for name, n, p, a in cases:
+        built = proof.program(name).schedule(n)
+        assert built.steps
         for t, step in enumerate(built.steps):
             for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
-                assert int(proof.send_step(np.int64(n), np.int64((c - src) % n))) == t
-                assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t))) % n
+                assert int(proof.send_step(np.int64(n), np.int64((c - src) % n), p, a)) == t
+                assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t), p, a)) % n
 
 
 def _plain(schedule):
@@ -114,3 +152,13 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 10
     assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
+
+
+def test_one_message_too_many_below_aggregation_8_fails_the_below_10_row(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "pat_program", one_message_too_many_below_aggregation_8)
+    for n in (10, 17):  # at aggregation 8 the program is the unchanged one
+        assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
+    assert not check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok  # aggregation 4
+    result = row(BELOW)
+    assert result.status == FAILED and 2 <= result.counterexample["N"] <= 9
+    assert _failed_query(result)[0].startswith("adds-new: a reduce brings nothing the cell already holds [N in ")
