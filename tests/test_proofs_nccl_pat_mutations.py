@@ -24,6 +24,8 @@ ORIGINAL_PROGRAM = nccl_pat.pat_program
 ORIGINAL_REVERSE = nccl_pat._reverse
 RS = "nccl-pat.reduce_scatter-exactly-once"
 BELOW = proof.BELOW
+POSTFREQ_2 = proof.POSTFREQ_2
+ORIGINAL_STEPS_PER_LOOP = nccl_pat.steps_per_loop
 
 
 def row(name, full=True):
@@ -65,6 +67,13 @@ def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk
     return dataclasses.replace(made, steps=steps, transfer=transfer)
 
 
+def without_the_one_message_scales(n, aggregation, post):
+    """steps_per_loop that forgets the scale steps of one message each
+    (scales 2**k with k >= log2(A / postFreq)): there are none at postFreq 1."""
+    q = ix.floordiv(aggregation, post)
+    return ORIGINAL_STEPS_PER_LOOP(n, aggregation, post) - (nccl_pat._log2(aggregation) - nccl_pat._log2(q))
+
+
 def mirror_of_two_bits(x, width):
     """mirrorInvert over at most 2 bits: right while a step has at most 4
     messages (aggregation <= 4), wrong from aggregation 8."""
@@ -76,48 +85,62 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
+        POSTFREQ_2: "all N in 2..32, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..32), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..32), chunk 2, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
     rows = {p.name: p for p in suite(full=True)}
-    for name, (collective, options, _) in proof.OPTIONS.items():
+    for name, (collective, options, (low, high)) in proof.OPTIONS.items():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
-        for n in (10, 17) if name == RS else range(2, 10):
+        for n in (10, 17) if name == RS else range(low, high + 1):
             fixed = rows[name].premises.fixed(n)
-            assert fixed == {**options, "aggregation": fixed["aggregation"]}
-            assert fixed["aggregation"] == (options["aggregation"] or int(nccl_pat.nccl_aggregation(n, 1)))
+            post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
+            assert fixed == {**options, "aggregation": options["aggregation"] or int(nccl_pat.nccl_aggregation(n, post)), "post": post}
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **fixed))
-            # NCCL 2.30's own choice at chunk 1, count 1 (no aggregation or post given)
-            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=1, count=1))
+            # NCCL 2.30's own choice at the row's chunk and count (no aggregation or post given)
+            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=options["chunk"], count=options["count"]))
 
 
-def test_the_below_10_cases_cover_2_to_9_with_the_generators_p_and_aggregation():
-    """The case split of the row below 10 ranks: runs of N with one P and
-    one aggregation, P and aggregation (restated) equal to the generator's."""
-    runs = proof.cases(BELOW)
-    assert [n for lo, hi, _, _ in runs for n in range(lo, hi + 1)] == list(range(2, 10))
-    assert runs == ((2, 2, 2, 1), (3, 3, 4, 1), (4, 4, 4, 2), (5, 5, 8, 2), (6, 8, 8, 4), (9, 9, 16, 4))
-    for lo, hi, p, a in runs:
-        for n in range(lo, hi + 1):
-            assert (p, a) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, 1)))
+def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_and_postfreq():
+    """The case split of a row with NCCL's own choices: runs of N with one
+    P, aggregation and postFreq (restated), equal to the generator's."""
+    assert proof.cases(BELOW) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 1), (5, 5, 8, 2, 1), (6, 8, 8, 4, 1), (9, 9, 16, 4, 1))
     assert proof.cases(RS) == ()
+    for name in (BELOW, POSTFREQ_2):
+        _, options, (low, high) = proof.OPTIONS[name]
+        runs = proof.cases(name)
+        assert [n for lo, hi, *_ in runs for n in range(lo, hi + 1)] == list(range(low, high + 1))
+        for lo, hi, p, a, f in runs:
+            for n in range(lo, hi + 1):
+                post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
+                assert (p, a, f) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, post)), post)
+    assert {a for *_, a, f in proof.cases(POSTFREQ_2) if f == 2} == {2, 4, 8, 16}
 
 
 def test_the_restated_order_is_the_built_schedules():
-    """The invariant's send order (T(o), each message's distance) against
-    the messages the generator builds."""
-    cases = [(RS, n, None, proof.AGGREGATION) for n in (10, 17, 33)]
-    cases += [(BELOW, n, p, a) for lo, hi, p, a in proof.cases(BELOW) for n in range(lo, hi + 1)]
-    for name, n, p, a in cases:
-        built = proof.program(name).schedule(n)
-        assert built.steps
-        for t, step in enumerate(built.steps):
-            for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
-                assert int(proof.send_step(np.int64(n), np.int64((c - src) % n), p, a)) == t
-                assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t), p, a)) % n
+    """The invariant's send order (T(o), each message's distance, each
+    block's place in its message) against the messages the generator builds."""
+    cases = [(RS, n, None, proof.AGGREGATION, 1) for n in (10, 17, 33)]
+    cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in range(lo, hi + 1)]
+    for name, n, p, a, f in cases:
+        made = proof.program(name)
+        ranks = np.arange(n, dtype=np.int64)
+        sent = 0
+        for t in range(int(made.steps(n))):
+            for j in range(int(made.width(n))):
+                moved = made.transfer(np.int64(n), np.int64(t), ranks, np.int64(j))
+                active = np.broadcast_to(np.asarray(moved.active, dtype=bool), ranks.shape)
+                src, dst, c = ranks[active], np.broadcast_to(moved.dst, ranks.shape)[active], np.broadcast_to(moved.src_chunk, ranks.shape)[active]
+                offset = (c - src) % n
+                sent += len(src)
+                assert (proof.send_step(np.int64(n), offset, p, a, f) == t).all(), (name, n, t, j)
+                assert (proof.place(np.int64(n), offset, p, a, f) == j).all(), (name, n, t, j)
+                assert ((dst - src) % n == int(proof.distance(np.int64(n), np.int64(t), p, a, f)) % n).all(), (name, n, t, j)
+        assert sent == n * (n - 1)  # every partial but the own block's leaves its rank once
 
 
 def _plain(schedule):
@@ -162,3 +185,14 @@ def test_one_message_too_many_below_aggregation_8_fails_the_below_10_row(monkeyp
     result = row(BELOW)
     assert result.status == FAILED and 2 <= result.counterexample["N"] <= 9
     assert _failed_query(result)[0].startswith("adds-new: a reduce brings nothing the cell already holds [N in ")
+
+
+def test_a_loop_without_its_one_message_scales_fails_the_postfreq_2_row(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "steps_per_loop", without_the_one_message_scales)
+    for n in (10, 17):  # at postFreq 1 the program is the unchanged one
+        assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
+    assert check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok
+    assert not check(generate("nccl-pat", "reduce_scatter", 4, chunk=2, count=1)).ok  # postFreq 2
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 4 <= result.counterexample["N"] <= 32
+    assert _failed_query(result)[0].endswith("postFreq 2]")
