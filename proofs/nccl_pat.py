@@ -308,8 +308,8 @@ def prove(name: str):
     (each check within the row's resource limit, ``proofs.suite.RLIMITS``);
     for a row with :func:`cases`, a query that they cover its N range, then
     the induction once per case, the case's N bounds added to each query
-    as a case (:class:`~collspec.proofs.solver.Query`) and P and A
-    constants in its invariant."""
+    as a case (:class:`~collspec.proofs.solver.Query`) and P, A and
+    postFreq constants in its invariant."""
     from .induction import queries, spec_check
     from .solver import Query, run_queries
 

@@ -196,3 +196,13 @@ def test_a_loop_without_its_one_message_scales_fails_the_postfreq_2_row(monkeypa
     result = row(POSTFREQ_2)
     assert result.status == FAILED and 4 <= result.counterexample["N"] <= 32
     assert _failed_query(result)[0].endswith("postFreq 2]")
+
+
+def test_runs_that_leave_out_an_n_fail_the_row_at_the_cover_query(monkeypatch):
+    """A run left out would leave its N unproved: the cover query fails
+    with that N as its counterexample, before any case is tried."""
+    runs = proof.cases(BELOW)
+    monkeypatch.setattr(proof, "cases", lambda name: tuple(r for r in runs if r[0] != 5))
+    result = row(BELOW)
+    assert result.status == FAILED and result.counterexample["N"] == 5
+    assert _failed_query(result) == ["cases: the runs of N cover the row's N range"]
