@@ -38,16 +38,22 @@ path) has been sent: T(o + highbit(d)) < s.
 What is proved and what is argued. The aggregation-8 row is one induction,
 P a term of N. A row on NCCL's own choices (:func:`cases`) splits its N
 range into runs with one P, one aggregation and one postFreq (restated from
-NCCL: :func:`nccl_post`, :func:`nccl_aggregation`); a query proves that the
-runs cover the row's N range, and each run is the whole induction with its
-N bounds added to every query as a case (:class:`~collspec.proofs.solver.Query`)
-and P, A and F constants in its invariant. The program in every run is the
-one the generator builds, N symbolic, its aggregation and postFreq its own
-terms of N. The argument from the runs to the row: every N of the range is
-in some run (proved), and for that N every query of its run holds, so the
-induction holds for it. Splitting the aggregation-8 row by P in the same way
-(P in 16..65536) was measured and is not cheaper: about 520 s of CPU against
-about 220 s for the one query set (docs/proofs.md).
+NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
+cover the row's N range (``cases``); in each run the generator's own choice
+functions (``post_frequency``, ``nccl_aggregation`` of
+:mod:`collspec.models.generators.nccl_pat`, evaluated on symbolic N) give
+the run's aggregation and postFreq (``choice``); and for each run, the
+whole induction on the generator's program with that aggregation and
+postFreq given (``pat_program(aggregation=A, post=F)``), the run's N bounds
+added to every query as a case (:class:`~collspec.proofs.solver.Query`)
+and P, A and F constants in its invariant. Argued: ``pat_program`` without
+an aggregation or postFreq is, at each N, the program with the values its
+choice functions give there (its ``agg`` and ``pf`` return them); a test
+compares the two programs' schedules at each run's ends. So every N of
+the range is in some run, and there the program NCCL's options build is
+the one that run proves. Splitting the aggregation-8 row by P in the same
+way (P in 16..65536) was measured and is not cheaper: about 520 s of CPU
+against about 220 s for the one query set (docs/proofs.md).
 
 Premises beyond the induction's: none; the options and the N range are the
 scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
@@ -83,10 +89,13 @@ OPTIONS = {
 }
 
 
-def program(name: str):
-    """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
+def program(name: str, aggregation=None, post=None):
+    """nccl-pat's transfer function at row ``name``'s :data:`OPTIONS`, with
+    ``aggregation`` and ``post`` given in place of NCCL's choice if set
+    (the program a run of :func:`cases` proves)."""
     collective, options, _ = OPTIONS[name]
-    return nccl_pat.pat_program(collective, **options)
+    given = {k: v for k, v in (("aggregation", aggregation), ("post", post)) if v is not None}
+    return nccl_pat.pat_program(collective, **{**options, **given})
 
 
 def scope(name: str) -> Scope:
@@ -306,9 +315,11 @@ def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
 def prove(name: str):
     """Row ``name``: the spec's postcondition check, then the induction
     (each check within the row's resource limit, ``proofs.suite.RLIMITS``);
-    for a row with :func:`cases`, a query that they cover its N range, then
-    the induction once per case, the case's N bounds added to each query
-    as a case (:class:`~collspec.proofs.solver.Query`) and P, A and
+    for a row with :func:`cases`, a query that they cover its N range, one
+    that the generator's own choice of aggregation and postFreq is the
+    run's in each run, then the induction once per run on the program with
+    that aggregation and postFreq given, the run's N bounds added to each
+    query as a case (:class:`~collspec.proofs.solver.Query`) and P, A and
     postFreq constants in its invariant."""
     from .induction import queries, spec_check
     from .solver import Query, run_queries
@@ -320,8 +331,16 @@ def prove(name: str):
         return run_queries([spec_check(collective), *queries(made, invariant(name))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
-    asked = [spec_check(collective), Query("cases: the runs of N cover the row's N range", scope(name).assertions({"N": n}), z3.Or(*within))]
+    o = OPTIONS[name][1]
+    choice = [nccl_pat.post_frequency(n, o["chunk"], o["count"]) if o["post"] is None else o["post"]]
+    choice.insert(0, nccl_pat.nccl_aggregation(n, choice[0]) if o["aggregation"] is None else o["aggregation"])
+    asked = [
+        spec_check(collective),
+        Query("cases: the runs of N cover the row's N range", scope(name).assertions({"N": n}), z3.Or(*within)),
+        Query("choice: in each run the generator's own aggregation and postFreq are the run's", scope(name).assertions({"N": n}),
+              z3.And(*(z3.Implies(case, z3.And(choice[0] == a, choice[1] == f)) for (_, _, _, a, f), case in zip(split, within)))),
+    ]
     for (low, high, p, a, f), case in zip(split, within):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
-                  for q in queries(made, invariant(name, p, a, f))]
+                  for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)

@@ -96,13 +96,18 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
     for name, (collective, options, (low, high)) in proof.OPTIONS.items():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
-        for n in (10, 17) if name == RS else range(low, high + 1):
+        # each run's first and last N (the choice query covers every N of a run)
+        for n in (10, 17) if name == RS else sorted({n for lo, hi, *_ in proof.cases(name) for n in (lo, hi)}):
             fixed = rows[name].premises.fixed(n)
             post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
             assert fixed == {**options, "aggregation": options["aggregation"] or int(nccl_pat.nccl_aggregation(n, post)), "post": post}
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **fixed))
             # NCCL 2.30's own choice at the row's chunk and count (no aggregation or post given)
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=options["chunk"], count=options["count"]))
+    for name in (BELOW, POSTFREQ_2):  # the program each run proves: the same schedules
+        for lo, hi, _, a, f in proof.cases(name):
+            for n in {lo, hi}:
+                assert _plain(proof.program(name, a, f).schedule(n)) == _plain(proof.program(name).schedule(n))
 
 
 def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_and_postfreq():
@@ -127,7 +132,7 @@ def test_the_restated_order_is_the_built_schedules():
     cases = [(RS, n, None, proof.AGGREGATION, 1) for n in (10, 17, 33)]
     cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in range(lo, hi + 1)]
     for name, n, p, a, f in cases:
-        made = proof.program(name)
+        made = proof.program(name, *((a, f) if name != RS else ()))
         ranks = np.arange(n, dtype=np.int64)
         sent = 0
         for t in range(int(made.steps(n))):
@@ -206,3 +211,14 @@ def test_runs_that_leave_out_an_n_fail_the_row_at_the_cover_query(monkeypatch):
     result = row(BELOW)
     assert result.status == FAILED and result.counterexample["N"] == 5
     assert _failed_query(result) == ["cases: the runs of N cover the row's N range"]
+
+
+def test_a_run_with_another_aggregation_than_the_generators_fails_the_choice_query(monkeypatch):
+    """A run whose aggregation is not the generator's own choice would
+    prove another program than the one NCCL's options build: the choice
+    query fails with an N of that run."""
+    runs = proof.cases(POSTFREQ_2)
+    monkeypatch.setattr(proof, "cases", lambda name: tuple((lo, hi, p, 8 if (lo, hi) == (18, 32) else a, f) for lo, hi, p, a, f in runs))
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 18 <= result.counterexample["N"] <= 32
+    assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
