@@ -9,11 +9,11 @@ N symbolic on bit-vectors, one count element a rank, one loop, in three rows
   postFreq 1, chunk 1: what NCCL 2.30's ``PatRSAlgorithm`` constructor
   chooses at chunk 1, count 1 from N = 10 (aggFactor = min(8 postFreq, the
   power of two at or above N/2));
-- ``nccl-pat.reduce_scatter-below-10-exactly-once``: N in 2..9 at chunk 1,
-  the program that takes NCCL's aggregation itself (1, 2 or 4 there);
+- ``nccl-pat.reduce_scatter-below-10-exactly-once``: N in 2..9 at chunk 1
+  and NCCL's own aggregation (1, 2 or 4 there);
 - ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..32 at chunk
-  2, the program that takes NCCL's postFreq and aggregation itself (postFreq
-  2 from N = 4, so aggregations 2, 4, 8 and 16, messages of 2 blocks).
+  2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
+  aggregations 2, 4, 8 and 16, messages of 2 blocks).
 
 The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``
 and ``mirrorInvert`` in ``src/include/collectives.h``, ``postSend`` in
@@ -325,10 +325,9 @@ def prove(name: str):
     from .solver import Query, run_queries
 
     collective = OPTIONS[name][0]
-    made = program(name)
     split = cases(name)
     if not split:
-        return run_queries([spec_check(collective), *queries(made, invariant(name))])
+        return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = OPTIONS[name][1]
