@@ -196,7 +196,7 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
-    if full:  # ~220 s of CPU (N >= 10), ~12 s (N 2..9) and ~36 s (postFreq 2): only under --full
+    if full:  # ~220 s of CPU (N >= 10), ~11 s (N 2..9) and ~29 s (postFreq 2): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
