@@ -1,77 +1,187 @@
-"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 10..65536.
+"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 2..65536 at postFreq 1 and in 2..32 at postFreq 2.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 transfer function (:func:`collspec.models.generators.nccl_pat.pat_program`),
-N symbolic in 10..65536 on bit-vectors, at the options of :data:`OPTIONS`:
-aggregation 8, postFreq 1, chunk 1, count 1, which is what NCCL 2.30's
-``PatRSAlgorithm`` constructor chooses at chunk 1, count 1 from N = 10
-(aggFactor = min(8 postFreq, the power of two at or above N/2)).
+N symbolic on bit-vectors, one count element a rank, one loop, in three rows
+(:data:`OPTIONS`):
+
+- ``nccl-pat.reduce_scatter-exactly-once``: N in 10..65536, aggregation 8,
+  postFreq 1, chunk 1: what NCCL 2.30's ``PatRSAlgorithm`` constructor
+  chooses at chunk 1, count 1 from N = 10 (aggFactor = min(8 postFreq, the
+  power of two at or above N/2));
+- ``nccl-pat.reduce_scatter-below-10-exactly-once``: N in 2..9 at chunk 1
+  and NCCL's own aggregation (1, 2 or 4 there);
+- ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..32 at chunk
+  2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
+  aggregations 2, 4, 8 and 16, messages of 2 blocks).
 
 The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``
-and ``mirrorInvert`` in ``src/include/collectives.h``), written here again
-rather than taken from the generator, so that a wrong generator helper
-fails a query instead of agreeing with itself. With P the power of two at
-or above N, the aggregation A and delta = P / A, rank r's cell c is the
-partial of block c at *offset* o = c - r mod N. An offset o of low part
-l = o mod delta and high part i = o / delta is sent once per loop, to
-o - lowbit(o) on rank r + lowbit(o): the steps ``as`` = delta - 1 down to
-1 (A blocks each), then the scales 1, 2, .. A/2 (A / (2 scale) blocks
-each); a step's blocks go in ``mirrorInvert`` order (block i in message
-A - 1 - mirror(i)). With postFreq 1 each message is one block and one
+and ``mirrorInvert`` in ``src/include/collectives.h``, ``postSend`` in
+``src/device/prims_simple.h``), written here again rather than taken from
+the generator, so that a wrong generator helper fails a query instead of
+agreeing with itself. With P the power of two at or above N, the
+aggregation A, the postFreq F, q = A / F and delta = P / A, rank r's cell c
+is the partial of block c at *offset* o = c - r mod N. An offset o of low
+part l = o mod delta and high part i = o / delta is sent once per loop, to
+o - lowbit(o) on rank r + lowbit(o): the steps ``as`` = delta - 1 down to 1
+(A blocks each), then the scales 1, 2, .. A/2 (A / (2 scale) blocks each);
+a step's blocks go in ``mirrorInvert`` order (NCCL's op a = A - 1 -
+mirror(i) of the step), F of them a message (message a / F, place a mod F),
+and a scale step of fewer than F blocks is one message. Each message is one
 schedule step, so offset o's send is step T(o) of the loop
-(:func:`send_step`). The claim after s steps: the partial at offset o holds
-the contribution of offset o + d (rank c - o - d) exactly once when d = 0,
-or d is below o's lowest set bit (any d for o = 0), o + d < N, and the
-partial at o + highbit(d) (the last hop of o + d's path) has been sent:
-T(o + highbit(d)) < s.
+(:func:`send_step`) at place :func:`place`. The claim after s steps: the
+partial at offset o holds the contribution of offset o + d (rank c - o - d)
+exactly once when d = 0, or d is below o's lowest set bit (any d for o =
+0), o + d < N, and the partial at o + highbit(d) (the last hop of o + d's
+path) has been sent: T(o + highbit(d)) < s.
 
-Premises beyond the induction's: none; the options and N >= 10 are the
-scope's. What stays bounded (N below 10, other aggregations and postFreq,
-several loops, the all-gather) is listed in docs/proofs.md.
+What is proved and what is argued. The aggregation-8 row is one induction,
+P a term of N. A row on NCCL's own choices (:func:`cases`) splits its N
+range into runs with one P, one aggregation and one postFreq (restated from
+NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
+cover the row's N range (``cases``); in each run the generator's own choice
+functions (``post_frequency``, ``nccl_aggregation`` of
+:mod:`collspec.models.generators.nccl_pat`, evaluated on symbolic N) give
+the run's aggregation and postFreq (``choice``); and for each run, the
+whole induction on the generator's program with that aggregation and
+postFreq given (``pat_program(aggregation=A, post=F)``), the run's N bounds
+added to every query as a case (:class:`~collspec.proofs.solver.Query`)
+and P, A and F constants in its invariant. Argued: ``pat_program`` without
+an aggregation or postFreq is, at each N, the program with the values its
+choice functions give there (its ``agg`` and ``pf`` return them); a test
+compares the two programs' schedules at each run's ends. So every N of
+the range is in some run, and there the program NCCL's options build is
+the one that run proves. Splitting the aggregation-8 row by P in the same
+way (P in 16..65536) was measured and is not cheaper: about 520 s of CPU
+against about 220 s for the one query set (docs/proofs.md).
+
+Premises beyond the induction's: none; the options and the N range are the
+scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
+several loops, a count above 1, the all-gather) is listed in docs/proofs.md.
 """
 
 from __future__ import annotations
 
+import z3
+
 from ..models import indexing as ix
+from ..models.program import BITVEC_WIDTH
 from ..models.generators import nccl_pat
 from .induction import MAX_RANKS, Invariant
 from .scope import Bound, Fixed, Scope
 
-#: the aggregation the row proves: NCCL 2.30's at postFreq 1 (count 1,
+#: the aggregation the all-N row proves: NCCL 2.30's at postFreq 1 (count 1,
 #: chunk 1) for every N >= 10 (min(8 postFreq, most), most >= 8 from N = 10)
 AGGREGATION = 8
 #: the fewest ranks that reach it (the generator refuses a larger aggregation than N allows)
 LOWEST = 10
+#: the row below it: NCCL's own aggregation at postFreq 1 for N in 2..9 (1, 2 or 4)
+BELOW = "nccl-pat.reduce_scatter-below-10-exactly-once"
+#: NCCL's own aggregation and postFreq at chunk 2, count 1 (postFreq 2 from N = 4, aggregation 16 from N = 18)
+POSTFREQ_2 = "nccl-pat.reduce_scatter-postfreq-2-exactly-once"
 
-#: row -> (collective, the options of the proved program)
+#: row -> (collective, the options of the proved program (aggregation None:
+#: NCCL's choice, computed by the generator), the N it covers)
 OPTIONS = {
-    "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}),
+    "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, MAX_RANKS)),
+    BELOW: ("reduce_scatter", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
+    POSTFREQ_2: ("reduce_scatter", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, 32)),
 }
 
 
-def program(name: str):
-    """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
-    collective, options = OPTIONS[name]
-    return nccl_pat.pat_program(collective, **options)
+def program(name: str, aggregation=None, post=None):
+    """nccl-pat's transfer function at row ``name``'s :data:`OPTIONS`, with
+    ``aggregation`` and ``post`` given in place of NCCL's choice if set
+    (the program a run of :func:`cases` proves)."""
+    collective, options, _ = OPTIONS[name]
+    given = {k: v for k, v in (("aggregation", aggregation), ("post", post)) if v is not None}
+    return nccl_pat.pat_program(collective, **{**options, **given})
 
 
 def scope(name: str) -> Scope:
-    """The row's scope: N in 10..65536 (bit-vectors), and :func:`premises`."""
-    return Scope((Bound("N", ">=", LOWEST), Bound("N", "<=", MAX_RANKS))) + premises(name)
+    """The row's scope: its N range (bit-vectors), and :func:`premises`."""
+    low, high = OPTIONS[name][2]
+    return Scope((Bound("N", ">=", low), Bound("N", "<=", high))) + premises(name)
+
+
+def nccl_post(n: int, chunk: int, count: int) -> int:
+    """postFreq of NCCL 2.30's ``PatRSAlgorithm`` for n ranks, restated:
+    doubled from 1 while below n / 2 (integer division) and while a chunk
+    holds at least twice the aggregated data (chunk // (count postFreq) >= 2)."""
+    post = 1
+    while post < n // 2 and chunk // (count * post) >= 2:
+        post *= 2
+    return post
+
+
+def nccl_aggregation(n: int, post: int = 1) -> int:
+    """aggFactor of NCCL 2.30's ``PatRSAlgorithm`` for n ranks at postFreq
+    ``post``, restated: min(8 postFreq, the power of two at or above n / 2
+    (integer division, at least 1))."""
+    return min(8 * post, int(_pow2_at_or_above(max(1, n // 2))))
+
+
+def _choice(name: str, n: int) -> tuple[int, int]:
+    """(aggregation, postFreq) of row ``name``'s program at n ranks: the
+    given options, else NCCL's (restated)."""
+    o = OPTIONS[name][1]
+    post = o["post"] if o["post"] is not None else nccl_post(n, o["chunk"], o["count"])
+    return (o["aggregation"] if o["aggregation"] is not None else nccl_aggregation(n, post)), post
+
+
+def cases(name: str) -> tuple:
+    """The row's case split: ``(lowest N, highest N, P, A, postFreq)`` runs
+    of N with one power of two P at or above N, one aggregation A and one
+    postFreq (:func:`_choice`), covering the row's N range; () for the
+    aggregation-8 row, whose invariant takes P as a term of N."""
+    low, high = OPTIONS[name][2]
+    if OPTIONS[name][1]["aggregation"] is not None:
+        return ()
+    runs = []
+    for n in range(low, high + 1):
+        key = (int(_pow2_at_or_above(n)), *_choice(name, n))
+        if runs and runs[-1][2:] == key:
+            runs[-1] = (runs[-1][0], n, *key)
+        else:
+            runs.append((n, n, *key))
+    return tuple(runs)
 
 
 def premises(name: str) -> tuple:
-    """The row's premises besides N <= 65536: N >= 10 and the options its
-    program fixes (:mod:`collspec.proofs.scope`); a test builds the
+    """The row's premises besides N <= 65536: its N range and the options
+    its program fixes (:mod:`collspec.proofs.scope`); a test builds the
     generator's schedule with exactly these."""
-    _, o = OPTIONS[name]
+    _, o, (low, high) = OPTIONS[name]
+    fixed = []
+    for option, at in (("aggregation", 0), ("post", 1)):
+        if o[option] is not None:
+            fixed.append(Fixed(option, lambda n, v=o[option]: v, f"{_WORDS[option]} {o[option]}"))
+        else:
+            runs = ", ".join(f"{v} (N {lo}..{hi})" if lo < hi else f"{v} (N={lo})" for lo, hi, v in _runs(name, at))
+            fixed.append(Fixed(option, lambda n, at=at: _choice(name, n)[at], f"NCCL's {_WORDS[option]} {runs}"))
     return (
-        Bound("N", ">=", LOWEST),
-        Fixed("aggregation", lambda n: o["aggregation"], f"aggregation {o['aggregation']}"),
-        Fixed("post", lambda n: o["post"], f"postFreq {o['post']}"),
+        Bound("N", ">=", low),
+        *((Bound("N", "<=", high),) if high < MAX_RANKS else ()),
+        *fixed,
         Fixed("chunk", lambda n: o["chunk"], f"chunk {o['chunk']}"),
         Fixed("count", lambda n: o["count"], f"count {o['count']}"),
     )
+
+
+_WORDS = {"aggregation": "aggregation", "post": "postFreq"}
+
+
+def _runs(name: str, at: int) -> list:
+    """Runs of N in the row's range with one value of :func:`_choice` item ``at``."""
+    out = []
+    low, high = OPTIONS[name][2]
+    for n in range(low, high + 1):
+        v = _choice(name, n)[at]
+        if out and out[-1][2] == v:
+            out[-1] = (out[-1][0], n, v)
+        else:
+            out.append((n, n, v))
+    return out
 
 
 # -- NCCL's definitions, restated (module text) ------------------------------------------------
@@ -99,41 +209,87 @@ def _low_bit(v):
     return v & -v
 
 
-def send_step(n, o):
-    """T(o): the message of a loop that sends offset o, 1 <= o < P (module text)."""
-    p = _pow2_at_or_above(n)
-    a = AGGREGATION
-    log_a = _log2(a)
-    delta = ix.shift_right(p, log_a)
+def _constants(n, p, a):
+    """(delta, log2 A, log2 delta) at P = p: Python ints where p is given, else terms of n."""
+    log_a = a.bit_length() - 1
+    if p is None:
+        delta = ix.shift_right(_pow2_at_or_above(n), log_a)
+        return delta, log_a, _log2(delta)
+    return p >> log_a, log_a, (p >> log_a).bit_length() - 1
+
+
+def _shr(v, bits: int):
+    """v >> bits for a constant ``bits`` (v itself for 0)."""
+    return ix.shift_right(v, bits) if bits else v
+
+
+def _shl(v, bits: int, like):
+    return ix.shift_left(v, bits, like=like) if bits else v
+
+
+def _ops(n, o, p, a):
+    """Offset o's step: (low part l, scale exponent k, NCCL's op number in
+    the step: A - 1 - mirror(i, A) in a step ``as``, L - 1 - mirror(inner,
+    L) in scale step 2**k of L = A / 2**(k+1) blocks), and delta, log2 A."""
+    delta, log_a, log_delta = _constants(n, p, a)
     l = o & (delta - 1)
-    i = ix.shift_right(o, _log2(delta))
+    i = ix.shift_right(o, log_delta)
     k = _log2(_low_bit(ix.where(i == 0, 1, i)))  # scale 2**k
-    blocks = ix.shift_right(a, k + 1)  # blocks (and messages) of scale step 2**k
+    blocks = ix.shift_right(a, k + 1)  # blocks of scale step 2**k
     inner = ix.shift_right(i, k + 1)  # i = (2 inner + 1) 2**k
-    as_step = ix.shift_left(delta - 1 - l, log_a, like=o) + a - 1 - _mirror(i, a)
-    scale_step = ix.shift_left(delta - 1, log_a, like=o) + a - blocks - 1 - _mirror(inner, blocks)
+    return l, k, i, inner, blocks, delta, log_a
+
+
+def send_step(n, o, p=None, a=AGGREGATION, f=1):
+    """T(o): the message of a loop that sends offset o, 1 <= o < P (module
+    text), at P = ``p`` (a power of two) if given, else the one at or above
+    n; aggregation ``a``, postFreq ``f`` (q = A / f messages of f blocks in
+    a step ``as``; scale step 2**k: max(1, q / 2**(k+1)) messages)."""
+    l, k, i, inner, blocks, delta, log_a = _ops(n, o, p, a)
+    log_f = f.bit_length() - 1
+    q, log_q = a >> log_f, log_a - log_f
+    as_step = _shl(delta - 1 - l, log_q, o) + q - 1 - _shr(_mirror(i, a), log_f)
+    first = _shl(delta - 1, log_q, o)
+    scale_step = first + q - ix.shift_right(q, k + 1) - 1 - _shr(_mirror(inner, blocks), log_f)
+    if log_f:  # scales 2**k, k >= log2 q: one message each, after the q - 1 of the others
+        scale_step = ix.where(k < log_q, scale_step, first + q - 1 + k - log_q)
     return ix.where(l == 0, scale_step, as_step)
 
 
-def distance(n, t):
-    """The distance of message t of a loop (module text)."""
-    p = _pow2_at_or_above(n)
-    a = AGGREGATION
-    log_a = _log2(a)
-    delta = ix.shift_right(p, log_a)
-    first = ix.shift_left(delta - 1, log_a, like=t)
+def place(n, o, p=None, a=AGGREGATION, f=1):
+    """The place of offset o's block in its message (NCCL's op number mod
+    the blocks of the message: postFreq, or L for a one-message scale step)."""
+    if f == 1:
+        return 0 * o
+    l, k, i, inner, blocks, _, log_a = _ops(n, o, p, a)
+    log_q = log_a - (f.bit_length() - 1)
+    op_scale = blocks - 1 - _mirror(inner, blocks)
+    return ix.where(l != 0, (a - 1 - _mirror(i, a)) & (f - 1), ix.where(k < log_q, op_scale & (f - 1), op_scale))
+
+
+def distance(n, t, p=None, a=AGGREGATION, f=1):
+    """The distance of message t of a loop (module text), at P = ``p`` if
+    given, aggregation ``a``, postFreq ``f``."""
+    delta, log_a, _ = _constants(n, p, a)
+    log_f = f.bit_length() - 1
+    q, log_q = a >> log_f, log_a - log_f
+    first = _shl(delta - 1, log_q, t)
     in_as = t < first
-    low = delta - 1 - ix.shift_right(t, log_a)
+    low = delta - 1 - _shr(t, log_q)
     t2 = t - first
-    k = log_a - 1 - _log2(ix.where(a - 1 - t2 >= 1, a - 1 - t2, 1))
+    k = log_q - 1 - _log2(ix.where(q - 1 - t2 >= 1, q - 1 - t2, 1))
+    if log_f:
+        k = ix.where(t2 < q - 1, k, log_q + t2 - (q - 1))
     return ix.where(in_as, _low_bit(ix.where(low == 0, 1, low)), ix.shift_left(delta, ix.where(in_as, 0, k), like=t))
 
 
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str) -> Invariant:
-    """The claim of the module text for the program of row ``name``."""
+def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
+    """The claim of the module text for the program of row ``name``, at
+    aggregation ``a``, postFreq ``f`` and P = ``p`` (for N in p/2 + 1..p)
+    if given, else P a term of N."""
     def offset(n, r, c):
         return ix.wrap(c - r, n)
 
@@ -141,24 +297,49 @@ def invariant(name: str) -> Invariant:
         o, o2 = offset(n, r, c), offset(n, x, c)
         d = o2 - o
         high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
-        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high) < s)
+        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high, p, a, f) < s)
         return ix.both(k == c, ix.either(o2 == o, feeds))
 
     def defined(n, s, r, c):
         return True
 
     def witness(n, s, r, c, *rest):
-        """The one slot that writes (r, c) at step s: slot 0 of rank r - distance."""
-        return ix.wrap(r - distance(n, s), n), 0 * s
+        """The one slot that writes (r, c) at step s: on rank q = r -
+        distance, the place of the block of q's offset c - q (slot 0 at postFreq 1)."""
+        q = ix.wrap(r - distance(n, s, p, a, f), n)
+        return q, (0 * s if f == 1 else place(n, ix.wrap(c - q, n), p, a, f))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 
 
 def prove(name: str):
     """Row ``name``: the spec's postcondition check, then the induction
-    (each check within the row's resource limit, ``proofs.suite.RLIMITS``)."""
+    (each check within the row's resource limit, ``proofs.suite.RLIMITS``);
+    for a row with :func:`cases`, a query that they cover its N range, one
+    that the generator's own choice of aggregation and postFreq is the
+    run's in each run, then the induction once per run on the program with
+    that aggregation and postFreq given, the run's N bounds added to each
+    query as a case (:class:`~collspec.proofs.solver.Query`) and P, A and
+    postFreq constants in its invariant."""
     from .induction import queries, spec_check
-    from .solver import run_queries
+    from .solver import Query, run_queries
 
-    collective, _ = OPTIONS[name]
-    return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
+    collective = OPTIONS[name][0]
+    split = cases(name)
+    if not split:
+        return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
+    o = OPTIONS[name][1]
+    choice = [nccl_pat.post_frequency(n, o["chunk"], o["count"]) if o["post"] is None else o["post"]]
+    choice.insert(0, nccl_pat.nccl_aggregation(n, choice[0]) if o["aggregation"] is None else o["aggregation"])
+    asked = [
+        spec_check(collective),
+        Query("cases: the runs of N cover the row's N range", scope(name).assertions({"N": n}), z3.Or(*within)),
+        Query("choice: in each run the generator's own aggregation and postFreq are the run's", scope(name).assertions({"N": n}),
+              z3.And(*(z3.Implies(case, z3.And(choice[0] == a, choice[1] == f)) for (_, _, _, a, f), case in zip(split, within)))),
+    ]
+    for (low, high, p, a, f), case in zip(split, within):
+        asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
+                  for q in queries(program(name, a, f), invariant(name, p, a, f))]
+    return run_queries(asked)

@@ -1,4 +1,4 @@
-"""nccl-pat's all-N row (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
+"""nccl-pat's all-N rows (:mod:`collspec.proofs.nccl_pat`, ``--full`` only):
 their scopes, the program they prove, the restated order against the built
 schedule, and bugs planted in nccl-pat's transfer function that fail them
 with a counterexample. The per-N checks of small N miss each bug: that is
@@ -23,6 +23,9 @@ from collspec.proofs.suite import run_proof, suite
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 ORIGINAL_REVERSE = nccl_pat._reverse
 RS = "nccl-pat.reduce_scatter-exactly-once"
+BELOW = proof.BELOW
+POSTFREQ_2 = proof.POSTFREQ_2
+ORIGINAL_STEPS_PER_LOOP = nccl_pat.steps_per_loop
 
 
 def row(name, full=True):
@@ -45,6 +48,32 @@ def one_message_too_many_from_17(collective, aggregation=None, chunk=None, count
     return dataclasses.replace(made, steps=steps, transfer=transfer)
 
 
+def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's program with one message more per run when its
+    aggregation is below 8 (NCCL's choice below 10 ranks): the last message
+    sent again. Where the aggregation is 8 the program is unchanged."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+
+    def below_8(n):
+        return (nccl_pat.nccl_aggregation(n, 1 if post is None else post) if aggregation is None else aggregation) < 8
+
+    def steps(n):
+        return made.steps(n) + ix.where(below_8(n), 1, 0)
+
+    def transfer(n, s, r, j):
+        last = made.steps(n) - 1
+        return made.transfer(n, ix.where(s > last, last, s), r, j)
+
+    return dataclasses.replace(made, steps=steps, transfer=transfer)
+
+
+def without_the_one_message_scales(n, aggregation, post):
+    """steps_per_loop that forgets the scale steps of one message each
+    (scales 2**k with k >= log2(A / postFreq)): there are none at postFreq 1."""
+    q = ix.floordiv(aggregation, post)
+    return ORIGINAL_STEPS_PER_LOOP(n, aggregation, post) - (nccl_pat._log2(aggregation) - nccl_pat._log2(q))
+
+
 def mirror_of_two_bits(x, width):
     """mirrorInvert over at most 2 bits: right while a step has at most 4
     messages (aggregation <= 4), wrong from aggregation 8."""
@@ -55,31 +84,68 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
     rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-pat.")}
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
+        BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
+        POSTFREQ_2: "all N in 2..32, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..32), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..32), chunk 2, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
     rows = {p.name: p for p in suite(full=True)}
-    for name, (collective, options) in proof.OPTIONS.items():
+    for name, (collective, options, (low, high)) in proof.OPTIONS.items():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
-        for n in (10, 17):
-            assert rows[name].premises.fixed(n) == options
-            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **options))
-            # NCCL 2.30's own choice at chunk 1, count 1 from N = 10 (no aggregation or post given)
-            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=1, count=1))
+        # each run's first and last N (the choice query covers every N of a run)
+        for n in (10, 17) if name == RS else sorted({n for lo, hi, *_ in proof.cases(name) for n in (lo, hi)}):
+            fixed = rows[name].premises.fixed(n)
+            post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
+            assert fixed == {**options, "aggregation": options["aggregation"] or int(nccl_pat.nccl_aggregation(n, post)), "post": post}
+            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **fixed))
+            # NCCL 2.30's own choice at the row's chunk and count (no aggregation or post given)
+            assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=options["chunk"], count=options["count"]))
+    for name in (BELOW, POSTFREQ_2):  # the program each run proves: the same schedules
+        for lo, hi, _, a, f in proof.cases(name):
+            for n in {lo, hi}:
+                assert _plain(proof.program(name, a, f).schedule(n)) == _plain(proof.program(name).schedule(n))
+
+
+def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_and_postfreq():
+    """The case split of a row with NCCL's own choices: runs of N with one
+    P, aggregation and postFreq (restated), equal to the generator's."""
+    assert proof.cases(BELOW) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 1), (5, 5, 8, 2, 1), (6, 8, 8, 4, 1), (9, 9, 16, 4, 1))
+    assert proof.cases(RS) == ()
+    for name in (BELOW, POSTFREQ_2):
+        _, options, (low, high) = proof.OPTIONS[name]
+        runs = proof.cases(name)
+        assert [n for lo, hi, *_ in runs for n in range(lo, hi + 1)] == list(range(low, high + 1))
+        for lo, hi, p, a, f in runs:
+            for n in range(lo, hi + 1):
+                post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
+                assert (p, a, f) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, post)), post)
+    assert {a for *_, a, f in proof.cases(POSTFREQ_2) if f == 2} == {2, 4, 8, 16}
 
 
 def test_the_restated_order_is_the_built_schedules():
-    """The invariant's send order (T(o), each message's distance) against
-    the messages the generator builds."""
-    for n in (10, 17, 33):
-        built = proof.program(RS).schedule(n)
-        for t, step in enumerate(built.steps):
-            for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.src_chunk.tolist()):
-                assert int(proof.send_step(np.int64(n), np.int64((c - src) % n))) == t
-                assert (dst - src) % n == int(proof.distance(np.int64(n), np.int64(t))) % n
+    """The invariant's send order (T(o), each message's distance, each
+    block's place in its message) against the messages the generator builds."""
+    cases = [(RS, n, None, proof.AGGREGATION, 1) for n in (10, 17, 33)]
+    cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in range(lo, hi + 1)]
+    for name, n, p, a, f in cases:
+        made = proof.program(name, *((a, f) if name != RS else ()))
+        ranks = np.arange(n, dtype=np.int64)
+        sent = 0
+        for t in range(int(made.steps(n))):
+            for j in range(int(made.width(n))):
+                moved = made.transfer(np.int64(n), np.int64(t), ranks, np.int64(j))
+                active = np.broadcast_to(np.asarray(moved.active, dtype=bool), ranks.shape)
+                src, dst, c = ranks[active], np.broadcast_to(moved.dst, ranks.shape)[active], np.broadcast_to(moved.src_chunk, ranks.shape)[active]
+                offset = (c - src) % n
+                sent += len(src)
+                assert (proof.send_step(np.int64(n), offset, p, a, f) == t).all(), (name, n, t, j)
+                assert (proof.place(np.int64(n), offset, p, a, f) == j).all(), (name, n, t, j)
+                assert ((dst - src) % n == int(proof.distance(np.int64(n), np.int64(t), p, a, f)) % n).all(), (name, n, t, j)
+        assert sent == n * (n - 1)  # every partial but the own block's leaves its rank once
 
 
 def _plain(schedule):
@@ -114,3 +180,45 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 10
     assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
+
+
+def test_one_message_too_many_below_aggregation_8_fails_the_below_10_row(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "pat_program", one_message_too_many_below_aggregation_8)
+    for n in (10, 17):  # at aggregation 8 the program is the unchanged one
+        assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
+    assert not check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok  # aggregation 4
+    result = row(BELOW)
+    assert result.status == FAILED and 2 <= result.counterexample["N"] <= 9
+    assert _failed_query(result)[0].startswith("adds-new: a reduce brings nothing the cell already holds [N in ")
+
+
+def test_a_loop_without_its_one_message_scales_fails_the_postfreq_2_row(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "steps_per_loop", without_the_one_message_scales)
+    for n in (10, 17):  # at postFreq 1 the program is the unchanged one
+        assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
+    assert check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok
+    assert not check(generate("nccl-pat", "reduce_scatter", 4, chunk=2, count=1)).ok  # postFreq 2
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 4 <= result.counterexample["N"] <= 32
+    assert _failed_query(result)[0].endswith("postFreq 2]")
+
+
+def test_runs_that_leave_out_an_n_fail_the_row_at_the_cover_query(monkeypatch):
+    """A run left out would leave its N unproved: the cover query fails
+    with that N as its counterexample, before any case is tried."""
+    runs = proof.cases(BELOW)
+    monkeypatch.setattr(proof, "cases", lambda name: tuple(r for r in runs if r[0] != 5))
+    result = row(BELOW)
+    assert result.status == FAILED and result.counterexample["N"] == 5
+    assert _failed_query(result) == ["cases: the runs of N cover the row's N range"]
+
+
+def test_a_run_with_another_aggregation_than_the_generators_fails_the_choice_query(monkeypatch):
+    """A run whose aggregation is not the generator's own choice would
+    prove another program than the one NCCL's options build: the choice
+    query fails with an N of that run."""
+    runs = proof.cases(POSTFREQ_2)
+    monkeypatch.setattr(proof, "cases", lambda name: tuple((lo, hi, p, 8 if (lo, hi) == (18, 32) else a, f) for lo, hi, p, a, f in runs))
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 18 <= result.counterexample["N"] <= 32
+    assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
