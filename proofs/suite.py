@@ -70,7 +70,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -199,6 +199,8 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # minutes of CPU each: only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
+        proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
+                   for name in nccl_pat_allgather.OPTIONS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
