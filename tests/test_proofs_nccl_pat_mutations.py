@@ -52,7 +52,7 @@ def mirror_of_two_bits(x, width):
 
 
 def test_rows_are_full_only_with_their_options_in_the_scope():
-    rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-pat.")}
+    rows = {p.name: p.scope for p in suite(full=True) if p.name in proof.OPTIONS}
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
     }
