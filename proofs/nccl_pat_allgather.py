@@ -41,11 +41,14 @@ claim that holds in each case of an exhaustive split holds (each query is
 a universally quantified implication with the case among its premises).
 
 Why 256: the solver's work per case grows with the range of N the case
-leaves free (the wrap-arounds mod N of the program and the invariant), by
-about 1.5 to 2 times per doubling of P. Measured on z3-solver 5.4.1 (the
-CPU time of the case's queries): P = 16: 3 s, 256: 14 s, 1024: about 45
-s, 4096: 95 s; at P = 65536 four queries reach 200 million units each
-without a verdict. Cases up to 256 fit ``--full``'s budget.
+leaves free (the wrap-arounds mod N of the program and the invariant: with
+N fixed, the case P = 256 takes a seventh of the units), by about 1.5 to 2
+times per doubling of P. Measured on z3-solver 5.4.1, 2 shared cores, the
+CPU time of a case's queries (the heaviest check): P = 16: 3 s (4 million
+units), 256: 14 s (32 million), 512: 25 s (69 million), 1024: about 60 s
+(115 million), 4096: 95 s (165 million); at P = 65536 four queries reach
+200 million units each without a verdict. Cases up to 256 fit
+``--full``'s budget (40 s for the row).
 
 Premises beyond the induction's: none; the options and 10 <= N <= 256 are
 the scope's. What stays bounded (N below 10 or above 256, other
