@@ -59,11 +59,11 @@ def test_the_restated_order_is_the_built_schedules():
         p = int(nccl_pat.pow2_above(n))
         arrived = set()
         for t, step in enumerate(proof.program().schedule(n).steps):
-            for src, dst, c in zip(step.src.tolist(), step.dst.tolist(), step.dst_chunk.tolist()):
-                o = (c - dst) % n
-                assert int(proof.arrival(p, np.int64(o))) == t, (n, t, o)
-                assert src == (dst + (o & -o)) % n
-                arrived.add((dst, c))
+            src, dst, c = (np.asarray(getattr(step, f), dtype=np.int64) for f in ("src", "dst", "dst_chunk"))
+            o = (c - dst) % n
+            assert (proof.arrival(p, o) == t).all(), (n, t)
+            assert (src == (dst + (o & -o)) % n).all(), (n, t)
+            arrived |= set(zip(dst.tolist(), c.tolist()))
         assert arrived == {(r, c) for r in range(n) for c in range(n) if r != c}
 
 
