@@ -42,7 +42,7 @@ a universally quantified implication with the case among its premises).
 
 Why 256: the solver's work per case grows with the range of N the case
 leaves free (the wrap-arounds mod N of the program and the invariant: with
-N fixed, the case P = 256 takes a seventh of the units), by about 1.5 to 2
+N fixed, the case P = 256 takes about a sixth of the units), by about 1.5 to 2
 times per doubling of P. Measured on z3-solver 5.4.1, 2 shared cores, the
 CPU time of a case's queries (the heaviest check): P = 16: 3 s (4 million
 units), 256: 14 s (32 million), 512: 25 s (69 million), 1024: about 60 s
