@@ -2,7 +2,8 @@
 ``--full`` only): its scope, the program it proves, the restated order
 against the built schedule, the cover of its cases, and bugs planted in
 nccl-pat's all-gather from N = 17 that fail the row with a counterexample
-while the per-N checks up to 16 pass. The planted-bug tests run the row's
+while the per-N checks up to 16 pass, one of them on rank 1 alone (the
+queries are pinned to rank 0; the rotation lemma must catch it). The planted-bug tests run the row's
 first two cases under Z3 (seconds of CPU each): marked slow."""
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def _failed_query(result):
 
 def test_the_row_is_full_only_with_its_options_and_range_in_the_scope():
     (found,) = [p for p in suite(full=True) if p.name == ROW]
-    assert found.scope == "all N in 10..256, aggregation 8, postFreq 1, chunk 1, count 1"
+    assert found.scope == "all N in 10..8192, aggregation 8, postFreq 1, chunk 1, count 1"
     assert ROW not in [p.name for p in suite()]
-    assert proof.POWERS == (16, 32, 64, 128, 256)
+    assert proof.POWERS == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
@@ -115,7 +116,7 @@ def test_a_child_sent_before_its_parent_from_17_fails_the_row(monkeypatch):
     result = row()
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
-    assert _failed_query(result) == ["reads-data: a transfer reads a cell holding data, and a reduce adds into one [P = 32]"]
+    assert _failed_query(result) == ["reads-data: a transfer reads a cell holding data, and a reduce adds into one [P = 32, q = 0]"]
 
 
 @pytest.mark.slow
@@ -127,7 +128,51 @@ def test_the_next_block_at_the_first_scale_step_from_17_fails_the_row(monkeypatc
     result = row()
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
-    assert _failed_query(result) == ["keeps-arrivals: after the step the cell holds data and what arrived [P = 32]"]
+    assert _failed_query(result) == ["keeps-arrivals: after the step the cell holds data and what arrived [P = 32, r = 0]"]
+
+
+def rank_one_off_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's all-gather with rank 1 alone writing the block after the
+    one it read in the first message, when N >= 17: a bug the queries
+    pinned to rank 0 cannot see, only the rotation of the transfer."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+
+    def transfer(n, s, r, j):
+        t = made.transfer(n, s, r, j)
+        wrong = ix.both(n >= 17, ix.both(s == 0, r == 1))
+        return dataclasses.replace(t, dst_chunk=ix.where(wrong, ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
+
+    return dataclasses.replace(made, transfer=transfer)
+
+
+def test_the_rank_queries_are_pinned_to_rank_0_and_named_so():
+    names = [q.name for q in proof.case_queries(16)]
+    assert len(names) == 13
+    assert sum(name.endswith("[P = 16, q = 0]") for name in names) == 3
+    assert sum(name.endswith("[P = 16, r = 0]") for name in names) == 10
+
+
+def test_the_rotation_lemmas_hold_and_a_turned_rank_bug_fails_them(monkeypatch):
+    with within(Row(ROW, proof.scope(), 250_000_000)):
+        for query in [proof.ends_rotation_query(), *proof.turning_queries()]:
+            assert decide(query).status == PROVED, query.name
+    monkeypatch.setattr(nccl_pat, "pat_program", rank_one_off_from_17)
+    for n in range(10, 17):
+        assert check(generate("nccl-pat", "allgather", n, **OPTIONS)).ok
+    assert not check(generate("nccl-pat", "allgather", 17, **OPTIONS)).ok
+    with within(Row(ROW, proof.scope(), 250_000_000)):
+        result = decide(proof.transfer_rotation_query())
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.counterexample["r"] == 1 and result.counterexample["s"] == 0 and result.counterexample["N"] >= 17
+
+
+@pytest.mark.slow
+def test_a_turned_rank_bug_from_17_fails_the_row_at_the_rotation(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "pat_program", rank_one_off_from_17)
+    result = row()
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert _failed_query(result) == ["rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)"]
+    assert result.counterexample["r"] == 1 and result.counterexample["N"] >= 17
 
 
 def _plain(schedule):
