@@ -177,3 +177,23 @@ def test_a_turned_rank_bug_from_17_fails_the_row_at_the_rotation(monkeypatch):
 
 def _plain(schedule):
     return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
+
+
+def test_the_invariant_turns_with_the_ranks_at_concrete_n():
+    """What the module text argues from the invariant's form (it sees ranks
+    and cells through k = c, x = c and c - r mod N; its witness is r +
+    lowbit(c - r)), checked on numbers: every rank's claim is rank 0's
+    turned, at every step, for N = 17 and 40."""
+    for n in (17, 40):
+        p = int(nccl_pat.pow2_above(n))
+        inv = proof.invariant(p)
+        r, c = np.meshgrid(*[np.arange(n, dtype=np.int64)] * 2, indexing="ij")
+        zero = 0 * r
+        for s in range(int(proof.program().steps(n)) + 1):
+            s = np.int64(s)
+            for x, k in ((c, c), (c, (c + 1) % n), ((c + 3) % n, c)):
+                assert (inv.holds(n, s, r, c, x, k) == inv.holds(n, s, zero, (c - r) % n, (x - r) % n, (k - r) % n)).all()
+            assert (inv.defined(n, s, r, c) == inv.defined(n, s, zero, (c - r) % n)).all()
+            wq, wj = inv.writer(n, s, r, c)
+            wq0, wj0 = inv.writer(n, s, zero, (c - r) % n)
+            assert (wq == (wq0 + r) % n).all() and (np.asarray(wj) == np.asarray(wj0)).all()
