@@ -71,7 +71,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -197,6 +197,8 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~220 s of CPU (N >= 10), ~11 s (N 2..9) and ~29 s (postFreq 2): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
+        proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
+                   for name in nccl_pat_allgather.OPTIONS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
@@ -321,6 +323,7 @@ RLIMITS: dict[str, int] = {
     "nccl-pat.reduce_scatter-exactly-once": 2_750_000_000,  # 342,986,688
     "nccl-pat.reduce_scatter-below-10-exactly-once": 22_000_000,  # 2,645,649
     "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 250_000_000,  # 30,395,903
+    "nccl-pat.allgather-exactly-once": 160_000_000,  # 18,854,081
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)

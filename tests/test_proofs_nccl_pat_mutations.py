@@ -81,7 +81,7 @@ def mirror_of_two_bits(x, width):
 
 
 def test_rows_are_full_only_with_their_options_in_the_scope():
-    rows = {p.name: p.scope for p in suite(full=True) if p.name.startswith("nccl-pat.")}
+    rows = {p.name: p.scope for p in suite(full=True) if p.name in proof.OPTIONS}
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",

@@ -1,0 +1,343 @@
+"""nccl-pat's all-gather copies every block exactly once to every rank, for every N in 10..8192.
+
+The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
+all-gather transfer function
+(:func:`collspec.models.generators.nccl_pat.pat_program`), N symbolic in
+10..8192 on bit-vectors, at the options of :data:`OPTIONS`: aggregation 8,
+postFreq 1, chunk 1, count 1, what NCCL 2.30's ``PatAGAlgorithm``
+constructor chooses at chunk 1, count 1 from N = 10.
+
+The invariant is stated from NCCL 2.30's definitions (``PatAGAlgorithm``
+and its ``nextAs`` in ``src/include/collectives.h``), written here again
+rather than taken from the generator. With P the power of two at or above
+N, the aggregation A and delta = P / A, rank r's cell c is the copy of
+block c at *offset* o = c - r mod N; offset o of low part l = o mod delta
+and high part i = o / delta arrives once, from rank r + lowbit(o), where
+it sits at offset o - lowbit(o):
+
+- the scale steps A/2 down to 1 first: the offsets with l = 0,
+  i = (2 m + 1) 2**k, come in message A / 2**(k+1) - 1 + m (one block a
+  message at postFreq 1);
+- then the steps ``as`` in ``nextAs`` order, a pre-order walk of the bits
+  below delta (children in decreasing order), in which ``as`` = l comes at
+  position popcount(l) - 1 + delta - lowbit(l) - l (:func:`position`); step
+  ``as`` has A messages, block i in message i: offset o arrives in message
+  A - 1 + A position(l) + i.
+
+That message number is T(o) (:func:`arrival`). The claim after s steps:
+the cell at offset o holds block c (rank c's input, once) when o = 0 or
+T(o) < s, and holds nothing (no data) otherwise. The witness that writes
+cell (r, c) is slot 0 of rank r + lowbit(o).
+
+Proved vs argued. Z3 decides these queries:
+
+1. ``rotation`` (:func:`transfer_rotation_query`), on the generator's own
+   transfer function, every N of the scope: rank r's transfer in slot j at
+   step s has the activity and op of rank 0's, and its destination and cells
+   are rank 0's (which are in 0..N-1) plus r mod N;
+2. ``rotation`` of the ends (:func:`ends_rotation_query`): the program has
+   N cells, and the all-gather's inputs and outputs
+   (:data:`collspec.proofs.induction.EXPECTED`) at rank r are rank 0's
+   with every rank and cell turned by r;
+3. ``turning`` (:func:`turning_queries`): the arithmetic mod N the
+   invariant is written in (a - r and a + r mod N stay in 0..N-1 and undo
+   each other; the offset of a from r is that of a - d from r - d;
+   (r - d) + w is (r + w) - d), over the integers, and lowbit(o) is in
+   0..N-1 (on bit-vectors). The bit-vector terms of the other queries
+   compute the integers' values: with a, r, d, w in 0..N-1 and
+   N <= 65536, every sum or difference they take (two numbers of 0..N-1,
+   then N added or subtracted once) lies inside the signed 20-bit range,
+   where bit-vector addition, subtraction and signed comparison are the
+   integers' (the step from integers to bit-vectors is this argument; on
+   bit-vectors these identities of adders took Z3 40 s of CPU);
+4. ``cases``: every N in the scope has P/2 < N <= P = ``pow2_above(N)``
+   (the generator's own term) for one P of :data:`POWERS`;
+5. for each P, every query of the induction with the case
+   ``P/2 < N <= P and pow2_above(N) = P`` added (the program's P, delta
+   and shifts are then constants to the solver, the invariant's P the
+   number P) and the rank of the query pinned to 0: r = 0 for the queries
+   about a cell (r, c), q = 0 for the three about one transfer of rank q
+   (in-range, same-index, reads-data).
+
+The argument that carries 5 to every rank (not a Z3 query): turning every
+rank and cell value v of a query (r, q, q2, x, the destinations, c, k and
+the cells transfers name) to v - d mod N, slots and steps unchanged, maps
+0..N-1 onto itself (3) and keeps every atom of every query true or false:
+equalities between ranks or cells (a bijection), the transfer functions
+(1 and 3: rank q - d's transfer is rank q's turned by d; a query reads a
+transfer's destination and cells only where it is active), the invariant
+(it sees ranks and cells only through k = c, x = c and the offset c - r,
+which turning leaves alone (3), and its witness rank r + lowbit(c - r)
+turns with r (3)), and the ends (2). So each query holds at every r (q)
+when it holds at r = 0 (q = 0): take d = r (d = q). With 4 (each query is
+a universally quantified implication with the case among its premises),
+the induction's queries hold for every N of the scope and every rank,
+and the induction of :mod:`collspec.proofs.induction` gives the
+all-gather. (The invariant's turning is read off its form, not a Z3
+query; a test checks it on numbers at every step for N = 17 and 40.)
+
+Why pinning pays: with r free, the solver meets the wrap-arounds mod N of
+the program and the invariant for every rank; at r = 0 the offset is the
+cell itself. Measured on z3-solver 5.4.1, 2 shared cores, CPU time of a
+case's queries: with r free, 3 s at P = 16, 14 s at 256, 25 s at 512,
+about 60 s at 1024 and 95 s at 4096, no verdict at 65536 (200 million
+units a check); pinned, 2 to 7 s a case from P = 16 to 4096, 12 to 16 s at
+8192, 18 s at 16384, 45 s at 32768 and 55 s at 65536 (the heaviest check
+83 million units). The row stops at 8192 ranks (about 45 s of CPU, the
+heaviest check 19 million units) to stay within ``--full``'s budget; with
+:data:`HIGHEST` = 65536 the same queries are all proved, in about 165 s of
+CPU.
+
+Premises beyond the induction's: none; the options and 10 <= N <= 8192 are
+the scope's. What stays bounded (N below 10 or above 8192, other
+aggregations and postFreq, several loops) is listed in docs/proofs.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import z3
+
+from ..models import indexing as ix
+from ..models.generators import nccl_pat
+from ..models.program import BITVEC_WIDTH
+from .induction import Invariant
+from .nccl_pat import _log2, _low_bit
+from .scope import Bound, Fixed, Scope
+from .solver import Query
+
+#: the aggregation the row proves: NCCL 2.30's at postFreq 1 (count 1,
+#: chunk 1) for every N >= 10 (min(8 postFreq, most), most >= 8 from N = 10)
+AGGREGATION = 8
+#: the fewest ranks that reach it (the generator refuses a larger aggregation than N allows)
+LOWEST = 10
+ROW = "nccl-pat.allgather-exactly-once"
+#: row -> (collective, the options of the proved program)
+OPTIONS = {ROW: ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1})}
+#: the most ranks the row covers (module text: why not 65536)
+HIGHEST = 8192
+#: the powers of two at or above some N of the scope: one case each
+POWERS = tuple(1 << b for b in range((LOWEST - 1).bit_length(), HIGHEST.bit_length()))
+
+
+def program(name: str = ROW):
+    """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
+    collective, options = OPTIONS[name]
+    return nccl_pat.pat_program(collective, **options)
+
+
+def scope(name: str = ROW) -> Scope:
+    """The row's scope: :func:`premises` (N in 10..8192 and the options)."""
+    return Scope(premises(name))
+
+
+def premises(name: str = ROW) -> tuple:
+    """The row's premises: 10 <= N <= 8192 and the options its program fixes
+    (:mod:`collspec.proofs.scope`); a test builds the generator's schedule
+    with exactly these."""
+    _, o = OPTIONS[name]
+    return (
+        Bound("N", ">=", LOWEST),
+        Bound("N", "<=", HIGHEST),
+        Fixed("aggregation", lambda n: o["aggregation"], f"aggregation {o['aggregation']}"),
+        Fixed("post", lambda n: o["post"], f"postFreq {o['post']}"),
+        Fixed("chunk", lambda n: o["chunk"], f"chunk {o['chunk']}"),
+        Fixed("count", lambda n: o["count"], f"count {o['count']}"),
+    )
+
+
+# -- NCCL's order, restated (module text) ------------------------------------------------------
+
+
+def _popcount(v, bits: int):
+    """The set bits among v's ``bits`` low bits."""
+    out = 0 * v
+    for b in range(bits):
+        out = out + (ix.shift_right(v, b) & 1)
+    return out
+
+
+def position(delta: int, l):
+    """The place of ``as`` = l (1 <= l < delta) in NCCL's ``nextAs`` walk,
+    a pre-order walk of the bits below delta with the children in
+    decreasing order: popcount(l) - 1 + delta - lowbit(l) - l."""
+    return _popcount(l, delta.bit_length() - 1) - 1 + delta - _low_bit(l) - l
+
+
+def arrival(p: int, o):
+    """T(o): the message of the loop that brings offset o, 1 <= o < p, for
+    the power of two p at or above N (module text)."""
+    a = AGGREGATION
+    log_a = a.bit_length() - 1
+    delta = p >> log_a
+    log_delta = delta.bit_length() - 1
+    l = o & (delta - 1)
+    i = ix.shift_right(o, log_delta)
+    k = _log2(_low_bit(ix.where(i == 0, 1, i)))  # scale 2**k: i = (2 m + 1) 2**k
+    scale = ix.shift_right(a, k + 1) - 1 + ix.shift_right(i, k + 1)
+    steps_as = a - 1 + ix.shift_left(position(delta, l), log_a, like=o) + i
+    return ix.where(l == 0, scale, steps_as)
+
+
+# -- the invariant --------------------------------------------------------------------------
+
+
+def invariant(p: int, name: str = ROW) -> Invariant:
+    """The claim of the module text, for the power of two ``p`` at or above N
+    (one case of the row). It sees ranks and cells only through equalities
+    (k = c, x = c) and the offset c - r mod N, and its witness is r plus a
+    function of that offset: what lets it turn with the ranks (module text)."""
+
+    def arrived(n, s, r, c):
+        o = _back(c, r, n)
+        return ix.either(o == 0, arrival(p, o) < s)
+
+    def holds(n, s, r, c, x, k):
+        return ix.both(k == c, x == c, arrived(n, s, r, c))
+
+    def defined(n, s, r, c):
+        return arrived(n, s, r, c)
+
+    def witness(n, s, r, c, *rest):
+        """Slot 0 of rank r + lowbit(o): the one that brings offset o."""
+        return _forward(r, _low_bit(_back(c, r, n)), n), 0 * s
+
+    return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
+
+
+def case(n, p: int) -> list:
+    """Case P = p of the row: p/2 < N <= p, and the generator's own
+    P (``nccl_pat.pow2_above``) is p."""
+    return [n > p // 2, n <= p, nccl_pat.pow2_above(n) == p]
+
+
+def cover_query() -> Query:
+    """The cases of :data:`POWERS` cover the scope."""
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    domain = scope().assertions({"N": n})
+    return Query(f"cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in {POWERS[0]}..{POWERS[-1]}",
+                 domain, z3.Or(*[z3.And(*case(n, p)) for p in POWERS]))
+
+
+def _bv(name: str):
+    return z3.BitVec(name, BITVEC_WIDTH)
+
+
+#: the induction's queries whose rank of interest is the sender q (rotated to
+#: q = 0); every other query is about a cell (r, c) and is rotated to r = 0
+_SENDER_QUERIES = ("in-range", "same-index", "reads-data")
+
+
+def case_queries(p: int, name: str = ROW) -> list:
+    """Every query of the induction (:func:`collspec.proofs.induction.queries`)
+    with the invariant of ``p``, the case P = p added, and the rank of the
+    query rotated to 0: r = 0 (q = 0 for the queries about one transfer);
+    :func:`rotation_queries` and the module text carry them to every rank."""
+    from .induction import queries
+
+    n, r, q = _bv("N"), _bv("r"), _bv("q")
+    here = case(n, p)
+    out = []
+    for query in queries(program(name), invariant(p, name)):
+        sender = query.name.startswith(_SENDER_QUERIES)
+        pin, label = (q == 0, "q = 0") if sender else (r == 0, "r = 0")
+        out.append(replace(query, name=f"{query.name} [P = {p}, {label}]", case=[*query.case, *here, pin]))
+    return out
+
+
+def _forward(a, r, n):
+    """a + r mod N, for a and r in 0..N-1."""
+    return ix.wrap(a + r, n)
+
+
+def _back(a, r, n):
+    """a - r mod N, for a and r in 0..N-1."""
+    return ix.wrap(a - r, n)
+
+
+def transfer_rotation_query(name: str = ROW) -> Query:
+    """Rotation of the generator's transfer function, every N of the scope:
+    rank r's transfer in slot j at step s is rank 0's turned by r (same
+    activity and op; destination and cells those of rank 0, in 0..N-1, plus
+    r mod N)."""
+    from ..models.program import Transfer, as_term, symbolic
+
+    sym, v = symbolic(program(name))
+    n, s, r, j = v["N"], v["s"], v["r"], v["j"]
+    steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
+
+    def at(rank):
+        t = sym.transfer(n, s, rank, j)
+        return Transfer(*(as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)))
+
+    mine, zero = at(r), at(0 * r)
+    active, active0 = as_term(mine.active, None), as_term(zero.active, None)
+    fields = (zero.dst, zero.src_chunk, zero.dst_chunk)
+    turned = z3.And(*(b for f in fields for b in (0 <= f, f < n)), mine.dst == _forward(zero.dst, r, n),
+                    mine.src_chunk == _forward(zero.src_chunk, r, n), mine.dst_chunk == _forward(zero.dst_chunk, r, n), mine.op == zero.op)
+    return Query("rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)",
+                 scope(name).assertions(v) + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+                 z3.And(active == active0, z3.Implies(active0, turned)))
+
+
+def turning_queries(name: str = ROW) -> list:
+    """The arithmetic mod N that turns the invariant with the ranks, for every
+    N of the scope and a, r, d, w in 0..N-1 (the invariant's offsets and
+    witness are :func:`_back` and :func:`_forward` of these), over the
+    integers: on bit-vectors these are adder identities, 40 s of CPU at
+    N <= 4096; the module text says why the integers' answer is the
+    bit-vectors'. lowbit is a bit operation, so its query stays on bit-vectors."""
+    v = {"N": z3.Int("N")}
+    n = v["N"]
+    a, r, d, w = z3.Ints("a r d w")
+    domain = scope(name).assertions(v) + [b for t in (a, r, d, w) for b in (0 <= t, t < n)]
+    return [
+        Query("turning: a - r and a + r mod N are in 0..N-1, and turning a by d is undone", domain,
+              z3.And(0 <= _back(a, r, n), _back(a, r, n) < n, 0 <= _forward(a, r, n), _forward(a, r, n) < n, _forward(_back(a, d, n), d, n) == a)),
+        Query("turning: the offset of a from r is that of a - d from r - d", domain, _back(_back(a, d, n), _back(r, d, n), n) == _back(a, r, n)),
+        Query("turning: (r - d) + w is (r + w) - d mod N", domain, _forward(_back(r, d, n), w, n) == _back(_forward(r, w, n), d, n)),
+        _low_bit_query(name),
+    ]
+
+
+def _low_bit_query(name: str = ROW) -> Query:
+    v = {"N": _bv("N")}
+    n, o = v["N"], _bv("o")
+    return Query("turning: the witness's distance lowbit(o) is in 0..N-1", scope(name).assertions(v) + [0 <= o, o < n],
+                 z3.And(0 <= _low_bit(o), _low_bit(o) < n))
+
+
+def ends_rotation_query(name: str = ROW) -> Query:
+    """Rotation of the all-gather's start and end (:data:`collspec.proofs.induction.EXPECTED`)
+    at the program's cell count, which is N (one cell a rank's block)."""
+    from ..models.program import as_term, symbolic
+    from .induction import EXPECTED
+
+    sym, v = symbolic(program(name))
+    n, r = v["N"], v["r"]
+    c, x, k = _bv("c"), _bv("x"), _bv("k")
+    chunks = as_term(sym.chunks(n), n)
+    is_input, is_output, expected = EXPECTED[OPTIONS[name][0]]
+    c0, x0, k0 = (_back(t, r, n) for t in (c, x, k))
+    same = [as_term(is_input(n, chunks, r, c, 0), None) == as_term(is_input(n, chunks, 0 * r, c0, 0), None),
+            as_term(is_output(n, chunks, r, c, 0), None) == as_term(is_output(n, chunks, 0 * r, c0, 0), None),
+            as_term(expected(n, chunks, r, c, x, k, 0), None) == as_term(expected(n, chunks, 0 * r, c0, x0, k0, 0), None)]
+    return Query("rotation: the cells are N and the inputs and outputs at rank r are rank 0's turned by r",
+                 scope(name).assertions(v) + [b for t in (r, c, x, k) for b in (0 <= t, t < n)], z3.And(chunks == n, *same))
+
+
+def rotation_queries(name: str = ROW) -> list:
+    """The lemmas that carry the rank-0 queries to every rank (module text)."""
+    return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name)]
+
+
+def prove(name: str = ROW):
+    """The row: the spec's postcondition check, the cover, then the
+    induction's queries for each P (each check within the row's resource
+    limit, ``proofs.suite.RLIMITS``)."""
+    from .induction import spec_check
+    from .solver import run_queries
+
+    collective, _ = OPTIONS[name]
+    return run_queries([spec_check(collective), cover_query(), *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
