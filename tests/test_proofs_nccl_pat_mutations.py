@@ -280,3 +280,15 @@ def test_a_bug_only_in_the_users_call_inside_a_run_fails_the_below_10_row(monkey
     result = row(BELOW)
     assert result.status == FAILED and result.counterexample["N"] == 7
     assert _failed_query(result) == ["same: the program NCCL's options build is the run's [N in 6..8: aggregation 4, postFreq 1]"]
+
+
+def test_the_generators_aggregation_off_inside_a_run_fails_the_postfreq_2_row_at_the_choice_query(monkeypatch):
+    """nccl_aggregation giving 8 instead of 16 for N in 20..30 (inside the
+    run 18..32; a correct PAT schedule, but not NCCL's): the row names
+    NCCL's aggregation 16 there, so it fails at the choice query with such an N."""
+    original = nccl_pat.nccl_aggregation
+    monkeypatch.setattr(nccl_pat, "nccl_aggregation", lambda n, post: ix.where(ix.both(n >= 20, n <= 30), 8, original(n, post)))
+    assert "aggregation 8," in proof.user_program(POSTFREQ_2).title(24)
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 20 <= result.counterexample["N"] <= 30
+    assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
