@@ -42,16 +42,18 @@ NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
 cover the row's N range (``cases``); in each run the generator's own choice
 functions (``post_frequency``, ``nccl_aggregation`` of
 :mod:`collspec.models.generators.nccl_pat`, evaluated on symbolic N) give
-the run's aggregation and postFreq (``choice``); and for each run, the
-whole induction on the generator's program with that aggregation and
-postFreq given (``pat_program(aggregation=A, post=F)``), the run's N bounds
+the run's aggregation and postFreq (``choice``); for each run, that the
+program of a call with only the row's chunk and count (:func:`user_program`:
+the generator makes NCCL's choice, as a user's call does) is, for every N
+of the run, the program with the run's aggregation and postFreq given: the
+same steps, width, cells and transfer at every step, rank and slot
+(``same``, :func:`_same`); and for each run, the whole induction on that
+given program (``pat_program(aggregation=A, post=F)``), the run's N bounds
 added to every query as a case (:class:`~collspec.proofs.solver.Query`)
-and P, A and F constants in its invariant. Argued: ``pat_program`` without
-an aggregation or postFreq is, at each N, the program with the values its
-choice functions give there (its ``agg`` and ``pf`` return them); a test
-compares the two programs' schedules at each run's ends. So every N of
-the range is in some run, and there the program NCCL's options build is
-the one that run proves. Splitting the aggregation-8 row by P in the same
+and P, A and F constants in its invariant. So every N of the range is in
+some run, and there the program a call with the row's chunk and count
+builds is the one that run proves (a composition of decided queries on
+the same N; nothing about ``pat_program``'s default path is argued). Splitting the aggregation-8 row by P in the same
 way (P in 16..65536) was measured and is not cheaper: about 520 s of CPU
 against about 220 s for the one query set (docs/proofs.md).
 
@@ -96,6 +98,15 @@ def program(name: str, aggregation=None, post=None):
     collective, options, _ = OPTIONS[name]
     given = {k: v for k, v in (("aggregation", aggregation), ("post", post)) if v is not None}
     return nccl_pat.pat_program(collective, **{**options, **given})
+
+
+def user_program(name: str):
+    """nccl-pat's transfer function at row ``name``'s chunk and count only,
+    aggregation and postFreq left to the generator: what a user's call with
+    that chunk and count builds (``collspec check -a nccl-pat -o chunk=..
+    -o count=..``; the dtype does not enter once a chunk is given)."""
+    collective, options, _ = OPTIONS[name]
+    return nccl_pat.pat_program(collective, chunk=options["chunk"], count=options["count"])
 
 
 def scope(name: str) -> Scope:
@@ -320,7 +331,9 @@ def prove(name: str):
     run's in each run, then the induction once per run on the program with
     that aggregation and postFreq given, the run's N bounds added to each
     query as a case (:class:`~collspec.proofs.solver.Query`) and P, A and
-    postFreq constants in its invariant."""
+    postFreq constants in its invariant, after a query per run that the
+    program of a call with only the row's chunk and count is that run's
+    program for every N of the run (:func:`_same`)."""
     from .induction import queries, spec_check
     from .solver import Query, run_queries
 
@@ -340,6 +353,38 @@ def prove(name: str):
               z3.And(*(z3.Implies(case, z3.And(choice[0] == a, choice[1] == f)) for (_, _, _, a, f), case in zip(split, within)))),
     ]
     for (low, high, p, a, f), case in zip(split, within):
+        asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}"))
+    for (low, high, p, a, f), case in zip(split, within):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
                   for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)
+
+
+def _same(name: str, a: int, f: int, premises: list, case, words: str):
+    """The query that, for N in ``case``, the program the row's options
+    build (no aggregation or postFreq given: the generator's own choice,
+    what a user's call with the row's chunk and count runs) is the run's
+    program (aggregation ``a``, postFreq ``f`` given): the same steps,
+    width, cells and link capacity, and at every step, rank and slot the
+    same transfer (active alike; where active, the same peer, cells and op)."""
+    from ..models.program import as_term, symbolic
+    from .solver import Query
+
+    (built, v), (given, _) = symbolic(user_program(name)), symbolic(program(name, a, f))
+    n, s, r, j = v["N"], v["s"], v["r"], v["j"]
+
+    def shape(made):
+        return [as_term(g(n), n) for g in (made.steps, made.width, made.chunks, *((made.link_capacity,) if made.link_capacity else ()))]
+
+    def transfer(made):
+        t = made.transfer(n, s, r, j)
+        return [as_term(x, n) for x in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)]
+
+    mine, theirs = transfer(built), transfer(given)
+    steps, width = as_term(given.steps(n), n), as_term(given.width(n), n)
+    return Query(
+        f"same: the program NCCL's options build is the run's [{words}]",
+        [*premises, 0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+        z3.And(*(x == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
+               z3.Implies(theirs[0], z3.And(*(x == y for x, y in zip(mine[1:], theirs[1:]))))),
+        (), [case])

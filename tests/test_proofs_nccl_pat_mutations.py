@@ -67,6 +67,26 @@ def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk
     return dataclasses.replace(made, steps=steps, transfer=transfer)
 
 
+def last_message_again_at_7_by_nccls_choice(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's program with a bug only where the generator makes NCCL's
+    choice itself (no aggregation or postFreq given, as a user's call with
+    a chunk and count): at N = 7, inside the run 6..8 of the row below 10,
+    the last message is sent again. With aggregation and postFreq given
+    (the programs the runs prove) it is the unchanged program."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+    if aggregation is not None or post is not None:
+        return made
+
+    def steps(n):
+        return made.steps(n) + ix.where(n == 7, 1, 0)
+
+    def transfer(n, s, r, j):
+        last = made.steps(n) - 1
+        return made.transfer(n, ix.where(s > last, last, s), r, j)
+
+    return dataclasses.replace(made, steps=steps, transfer=transfer)
+
+
 def without_the_one_message_scales(n, aggregation, post):
     """steps_per_loop that forgets the scale steps of one message each
     (scales 2**k with k >= log2(A / postFreq)): there are none at postFreq 1."""
@@ -221,4 +241,54 @@ def test_a_run_with_another_aggregation_than_the_generators_fails_the_choice_que
     monkeypatch.setattr(proof, "cases", lambda name: tuple((lo, hi, p, 8 if (lo, hi) == (18, 32) else a, f) for lo, hi, p, a, f in runs))
     result = row(POSTFREQ_2)
     assert result.status == FAILED and 18 <= result.counterexample["N"] <= 32
+    assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
+
+
+def _run_6_to_8_bug(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "pat_program", last_message_again_at_7_by_nccls_choice)
+    assert (6, 8, 8, 4, 1) in proof.cases(BELOW)
+    assert not check(generate("nccl-pat", "reduce_scatter", 7, chunk=1, count=1)).ok  # the user's call is wrong at 7
+    for n in (6, 8):  # and right at the run's ends, where the schedules are compared
+        assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
+    for a, f in ((4, 1), (None, 1)):  # the programs the row's runs build are the unchanged ones
+        assert _plain(proof.program(BELOW, a, f).schedule(7)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", a, 1, 1, f).schedule(7))
+
+
+def test_the_same_query_fails_where_only_the_users_call_is_wrong(monkeypatch):
+    """The query that the program of a user's call (chunk and count, NCCL's
+    choice left to the generator) is the run's program, alone: it fails
+    with the N inside the run where only that call is wrong."""
+    import z3
+
+    from collspec.models.program import BITVEC_WIDTH
+    from collspec.proofs.solver import decide
+
+    _run_6_to_8_bug(monkeypatch)
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    same = proof._same(BELOW, 4, 1, proof.scope(BELOW).assertions({"N": n}), z3.And(n >= 6, n <= 8), "N in 6..8")
+    result = decide(same)
+    assert result.status == FAILED and result.counterexample["N"] == 7
+    monkeypatch.setattr(nccl_pat, "pat_program", ORIGINAL_PROGRAM)
+    assert decide(proof._same(BELOW, 4, 1, proof.scope(BELOW).assertions({"N": n}), z3.And(n >= 6, n <= 8), "N in 6..8")).ok
+
+
+def test_a_bug_only_in_the_users_call_inside_a_run_fails_the_below_10_row(monkeypatch):
+    """The runs prove programs with aggregation and postFreq given; a bug
+    only in the path that makes NCCL's choice (what a user's call runs),
+    inside a run, fails the row at that run's same query with its N."""
+    _run_6_to_8_bug(monkeypatch)
+    result = row(BELOW)
+    assert result.status == FAILED and result.counterexample["N"] == 7
+    assert _failed_query(result) == ["same: the program NCCL's options build is the run's [N in 6..8: aggregation 4, postFreq 1]"]
+
+
+def test_the_generators_aggregation_off_inside_a_run_fails_the_postfreq_2_row_at_the_choice_query(monkeypatch):
+    """nccl_aggregation giving 8 instead of 16 for N in 20..30 (inside the
+    run 18..32; a correct PAT schedule, but not NCCL's): the row names
+    NCCL's aggregation 16 there, so it fails at the choice query with such an N."""
+    original = nccl_pat.nccl_aggregation
+    monkeypatch.setattr(nccl_pat, "nccl_aggregation", lambda n, post: ix.where(ix.both(n >= 20, n <= 30), 8, original(n, post)))
+    assert "aggregation 8," in proof.user_program(POSTFREQ_2).title(24)
+    result = row(POSTFREQ_2)
+    assert result.status == FAILED and 20 <= result.counterexample["N"] <= 30
     assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
