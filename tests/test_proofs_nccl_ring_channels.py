@@ -187,3 +187,24 @@ def test_the_generator_checks_the_ring_lookups_the_schedule_evaluates(monkeypatc
     monkeypatch.setattr(nccl_ring.RingTable, "_lookup", cut)
     with pytest.raises(ScheduleError, match=r"nccl-ring: option rings: channel 32's ring lookups are not inverse permutations of 0..2"):
         generate("nccl-ring", "reduce", 3, channels=33, chunk=1, parts=[1] * 33, rings=[[0, 2, 1]])
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "broadcast"])
+def test_the_channels_scope_with_its_quantifiers_holds_somewhere(collective):
+    """The row's queries carry the scope's quantified premises only as
+    ground instances, so their vacuity check need not see a scope that
+    contradicts itself only through an induction over the channels. The
+    scope itself, quantifiers in, has a model at 2 channels and 3 ranks;
+    the same check finds a scope made empty by such an induction (parts
+    >= 1 with the last channel starting below 0) empty."""
+    layout, v = nccl_ring_loops.channels_layout(collective)
+    domain = nccl_ring_loops.channels_scope(collective).assertions(v)
+    h = z3.Int("h")
+    point = [v["channels"] == 2, v["N"] == 3, v["count"] == 5, v["chunk"] == 1, v["align"] == 1]
+    inductively_empty = [z3.ForAll([h], z3.Implies(z3.And(0 <= h, h < v["channels"]), v["part"](h) >= 1), patterns=[v["part"](h)]),
+                         v["off"](v["channels"] - 1) < 0]
+    for extra, expected in (([], z3.sat), (inductively_empty, z3.unsat)):
+        solver = z3.Solver()
+        solver.set("rlimit", 10_000_000)
+        solver.add(*domain, *point, *extra)
+        assert solver.check() == expected
