@@ -707,7 +707,7 @@ def generator_parts_lemmas(collective: str) -> list:
         parts = z3.Ints(" ".join(f"p{k}" for k in range(channels)))
         layout = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts))
         at_index = [as_term(layout.off(index, n), n), as_term(layout.part(index, n), n)]  # built once, read at each channel below
-        off, part = ((lambda x, t=t: z3.substitute(t, (index, z3.IntVal(x)))) for t in at_index)
+        off, part = ([z3.substitute(t, (index, z3.IntVal(x))) for x in range(channels)].__getitem__ for t in at_index)
         made.append(Query(f"the generator's parts: {channels} channel{'s' * (channels > 1)}", [],
                           z3.And(*(part(h) == parts[h] for h in range(channels)), off(0) == 0, *(off(h) == off(h - 1) + part(h - 1) for h in range(1, channels)),
                                  off(channels - 1) + part(channels - 1) == sum(parts[1:], parts[0]))))
