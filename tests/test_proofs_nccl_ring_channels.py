@@ -208,3 +208,20 @@ def test_the_channels_scope_with_its_quantifiers_holds_somewhere(collective):
         solver.set("rlimit", 10_000_000)
         solver.add(*domain, *point, *extra)
         assert solver.check() == expected
+
+
+def test_a_channel_past_the_ring_list_runs_the_ring_the_channel_table_names():
+    """Which ring a channel runs is not what the rows prove (they cover
+    every ring on every channel): with fewer rings than channels, channel c
+    reuses ring c mod len(rings), and the schedule's sends are the ones the
+    exported channel table names (a lookup reusing the last ring instead
+    still computes the all-gather and still proves)."""
+    schedule = generate("nccl-ring", "allgather", 4, channels=3, chunk=1, parts=[1, 1, 1], rings=[[0, 1, 2, 3], [3, 1, 2, 0]])
+    table = schedule.meta["channel_table"]
+    assert [entry["ring"] for entry in table] == [[0, 1, 2, 3], [3, 1, 2, 0], [0, 1, 2, 3]]
+    step = schedule.steps[0]
+    for c, entry in enumerate(table):
+        ring = entry["ring"]
+        following = {(ring[i], ring[(i + 1) % 4]) for i in range(4)}
+        sends = {(int(a), int(b)) for a, b, cell in zip(step.src, step.dst, step.src_chunk) if int(cell) % 3 == c}
+        assert sends and sends <= following, c
