@@ -71,10 +71,11 @@ channels running side by side in the same steps never meet; channel h is
 the 1-channel program with its ranks renamed by the bijection sigma (its
 blocks and root with them) and its cells moved one to one into its range,
 and renaming ranks so preserves each collective's postcondition; so each
-range ends as its 1-channel program ends. By induction over its fold the
-generator's largest part bounds every part. Premises: the interpreter's
-semantics (as for every induction), that renaming cells one to one in a
-schedule renames its states, and that renaming ranks by a bijection, with
+range ends as its 1-channel program ends. The generator checks on its
+own values that its largest part bounds every part, that it has one part
+per channel and that its ring lookups, as the schedule evaluates them, are
+inverse bijections. Premises: the interpreter's semantics (as for every
+induction), that renaming cells one to one in a schedule renames its states, and that renaming ranks by a bijection, with
 their blocks and the root, preserves the collective's postcondition.
 """
 
@@ -690,22 +691,23 @@ RING_RENAMING = {"allreduce": _allreduce_renaming, "reduce_scatter": _place_rena
 def generator_parts_lemmas(collective: str) -> list:
     """``the generator's parts``: for every channel count C in 1..64 and
     parts p_0..p_{C-1} (solver variables), the generator's
-    :class:`nccl_ring.PartList` layout meets the premises the channels
-    rows state of :class:`ChannelFunctions`: part(h) = p_h, off(0) = 0,
-    off(h) = off(h-1) + part(h-1), the last part ending at their sum (Z3
-    reads each as the definition: ``trivial``); and the fold step of its
-    largest part, :func:`nccl_ring.larger`, is at least both its
-    arguments, so (by induction over the fold, an argument) the largest
-    part is at least every part. The parts >= 0 that add up to the count
-    are what the generator accepts (:func:`nccl_ring.generate_ring`
-    refuses any other split)."""
-    n, a, b = z3.Int("N"), z3.Int("a"), z3.Int("b")
-    made = [Query("the generator's parts: its largest part's fold step is at least both its arguments", [],
-                  z3.And(nccl_ring.larger(a, b) >= a, nccl_ring.larger(a, b) >= b))]
+    :class:`nccl_ring.Layout` on its :class:`nccl_ring.PartList` meets the
+    premises the channels rows state of :class:`ChannelFunctions`:
+    part(h) = p_h, off(0) = 0, off(h) = off(h-1) + part(h-1), the last part
+    ending at their sum (Z3 reads each as the definition: ``trivial``). The
+    channel index is a solver term, as in the generator (whose transfer is
+    evaluated on Z3 terms and compiled to numpy), so the lookup evaluated
+    here is the one the generator runs. The parts >= 0 that add up to the
+    count, one per channel, with the largest part ``most`` at least every
+    part, are what the generator accepts (:func:`nccl_ring.generate_ring`
+    checks them on its own values and refuses any other)."""
+    n, index = z3.Ints("N index")
+    made = []
     for channels in range(1, MAX_CHANNELS + 1):
         parts = z3.Ints(" ".join(f"p{k}" for k in range(channels)))
-        split = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts)).split(n)  # what Layout.off and .part read
-        off, part = (lambda x: as_term(split.off(x), n)), (lambda x: as_term(split.part(x), n))
+        layout = nccl_ring.Layout(collective, sum(parts[1:], parts[0]), channels, 1, 1, None, 0, equal=tuple(parts))
+        at_index = [as_term(layout.off(index, n), n), as_term(layout.part(index, n), n)]  # built once, read at each channel below
+        off, part = ([z3.substitute(t, (index, z3.IntVal(x))) for x in range(channels)].__getitem__ for t in at_index)
         made.append(Query(f"the generator's parts: {channels} channel{'s' * (channels > 1)}", [],
                           z3.And(*(part(h) == parts[h] for h in range(channels)), off(0) == 0, *(off(h) == off(h - 1) + part(h - 1) for h in range(1, channels)),
                                  off(channels - 1) + part(channels - 1) == sum(parts[1:], parts[0]))))

@@ -126,3 +126,102 @@ def test_the_generator_refuses_ring_lookups_that_are_not_inverse(monkeypatch):
     monkeypatch.setattr(nccl_ring.RingTable, "position", lambda self, c, r: r)
     with pytest.raises(ScheduleError, match=r"nccl-ring: option rings: channel 0's ring lookups are not inverse permutations of 0..4"):
         generate("nccl-ring", "allreduce", 5, channels=2, chunk=1, parts=[3, 2], rings=[[2, 0, 3, 1, 4], [4, 3, 2, 1, 0]])
+
+
+def test_a_channel_lookup_that_stops_at_32_channels_fails_the_generators_parts(monkeypatch):
+    """The generator reads its parts and offsets at a channel index that is
+    a solver term (its transfer is evaluated on Z3 terms, then compiled to
+    numpy), through the chain of ``where`` in ``_pick``: a chain cut at 32
+    channels gives channel 32 no part. The lemma on the generator's parts
+    reads the same chain, so it fails at 33 channels (read at plain
+    indices, it would pass)."""
+    original = nccl_ring._pick
+
+    def cut(values, c):
+        return original(values[:32], c) if nccl_ring._is_z3(c) else original(values, c)
+
+    monkeypatch.setattr(nccl_ring, "_pick", cut)
+    assert not check(generate("nccl-ring", "reduce", 3, channels=33, chunk=1, parts=[1] * 33)).ok
+    result = row("nccl-ring.reduce-channels-exactly-once")
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert result.queries[-1][0] == "the generator's parts: 33 channels"
+
+
+def test_a_largest_part_taken_from_channel_0_is_refused_by_the_generator(monkeypatch):
+    """The rows assume ``most`` at least every part (width and loops read
+    it); the generator checks that of the value it computes on every
+    schedule, so a largest part read from channel 0 alone is refused rather
+    than built into a schedule that drops channel 1's elements."""
+    from collspec.models.layout import ScheduleError
+
+    monkeypatch.setattr(nccl_ring.PartList, "most", lambda self: self.parts[0])
+    with pytest.raises(ScheduleError, match=r"nccl-ring: the largest channel part at N=3 is computed as 1, below the part 30 of \[1, 30\]"):
+        generate("nccl-ring", "allreduce", 3, channels=2, chunk=4, parts=[1, 30])
+
+
+def test_a_split_with_a_part_beyond_the_channels_is_refused_by_the_generator(monkeypatch):
+    """The rows cover one part per channel; a split with one more part (its
+    elements on no channel's slots) is refused by name."""
+    from collspec.models.layout import ScheduleError
+
+    original = nccl_ring.Layout.parts
+    monkeypatch.setattr(nccl_ring.Layout, "parts", lambda self, n: original(self, n)[:-1] + [1, original(self, n)[-1] - 1])
+    with pytest.raises(ScheduleError, match=r"nccl-ring: the channel split of 6 elements at N=3 is \[3, 1, 2\], not 2 parts >= 0 that add up to the count"):
+        generate("nccl-ring", "allreduce", 3, channels=2, chunk=1, parts=[3, 3])
+
+
+def test_the_generator_checks_the_ring_lookups_the_schedule_evaluates(monkeypatch):
+    """The schedule reads its rings through the solver-term lookup (a chain
+    of ``where``); a chain cut at 32 channels leaves channel 32 without a
+    ring while plain-index lookups stay right. The generator's check of the
+    rows' premise evaluates the same terms, so it refuses the schedule."""
+    from collspec.models.layout import ScheduleError
+
+    original = nccl_ring.RingTable._lookup
+
+    def cut(self, rows, c, k):
+        if not (nccl_ring._is_z3(c) or nccl_ring._is_z3(k)):
+            return original(self, rows, c, k)
+        return original(nccl_ring.RingTable(self.rings, min(self.channels, 32)), rows, c, k)
+
+    monkeypatch.setattr(nccl_ring.RingTable, "_lookup", cut)
+    with pytest.raises(ScheduleError, match=r"nccl-ring: option rings: channel 32's ring lookups are not inverse permutations of 0..2"):
+        generate("nccl-ring", "reduce", 3, channels=33, chunk=1, parts=[1] * 33, rings=[[0, 2, 1]])
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "broadcast"])
+def test_the_channels_scope_with_its_quantifiers_holds_somewhere(collective):
+    """The row's queries carry the scope's quantified premises only as
+    ground instances, so their vacuity check need not see a scope that
+    contradicts itself only through an induction over the channels. The
+    scope itself, quantifiers in, has a model at 2 channels and 3 ranks;
+    the same check finds a scope made empty by such an induction (parts
+    >= 1 with the last channel starting below 0) empty."""
+    layout, v = nccl_ring_loops.channels_layout(collective)
+    domain = nccl_ring_loops.channels_scope(collective).assertions(v)
+    h = z3.Int("h")
+    point = [v["channels"] == 2, v["N"] == 3, v["count"] == 5, v["chunk"] == 1, v["align"] == 1]
+    inductively_empty = [z3.ForAll([h], z3.Implies(z3.And(0 <= h, h < v["channels"]), v["part"](h) >= 1), patterns=[v["part"](h)]),
+                         v["off"](v["channels"] - 1) < 0]
+    for extra, expected in (([], z3.sat), (inductively_empty, z3.unsat)):
+        solver = z3.Solver()
+        solver.set("rlimit", 10_000_000)
+        solver.add(*domain, *point, *extra)
+        assert solver.check() == expected
+
+
+def test_a_channel_past_the_ring_list_runs_the_ring_the_channel_table_names():
+    """Which ring a channel runs is not what the rows prove (they cover
+    every ring on every channel): with fewer rings than channels, channel c
+    reuses ring c mod len(rings), and the schedule's sends are the ones the
+    exported channel table names (a lookup reusing the last ring instead
+    still computes the all-gather and still proves)."""
+    schedule = generate("nccl-ring", "allgather", 4, channels=3, chunk=1, parts=[1, 1, 1], rings=[[0, 1, 2, 3], [3, 1, 2, 0]])
+    table = schedule.meta["channel_table"]
+    assert [entry["ring"] for entry in table] == [[0, 1, 2, 3], [3, 1, 2, 0], [0, 1, 2, 3]]
+    step = schedule.steps[0]
+    for c, entry in enumerate(table):
+        ring = entry["ring"]
+        following = {(ring[i], ring[(i + 1) % 4]) for i in range(4)}
+        sends = {(int(a), int(b)) for a, b, cell in zip(step.src, step.dst, step.src_chunk) if int(cell) % 3 == c}
+        assert sends and sends <= following, c

@@ -145,5 +145,5 @@ def test_a_channel_split_the_rows_do_not_cover_is_refused(monkeypatch):
 
     original = nccl_host.split_terms
     monkeypatch.setattr(nccl_host, "split_terms", lambda *args: [p + (h == 0) for h, p in enumerate(original(*args))])
-    with pytest.raises(ScheduleError, match=r"nccl-ring: the channel split of 20 elements at N=3 is \[21, 0\], not parts >= 0 that add up to the count"):
+    with pytest.raises(ScheduleError, match=r"nccl-ring: the channel split of 20 elements at N=3 is \[21, 0\], not 2 parts >= 0 that add up to the count"):
         generate("nccl-ring", "allreduce", 3, channels=2, count=20)

@@ -565,23 +565,44 @@ def options_program(collective: str, chunk=1, align=1, count=1, root=0) -> Progr
                       title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, 1 channel, chunk {chunk}, {count} elements")
 
 
+def _not_inverse(table, channels: int, n: int) -> list[int]:
+    """The channels c < ``channels`` where ``table.position(c, .)`` and
+    ``table.rank_at(c, .)`` are not inverse bijections of 0..n-1 (the
+    channels rows' premise on the rings). The lookups are evaluated as the
+    schedule evaluates them: on Z3 terms, compiled to numpy."""
+    import z3
+
+    from ..terms import compile_terms
+
+    c, i = z3.Ints("c i")
+    terms = [table.position(c, i), table.rank_at(c, i), table.position(c, table.rank_at(c, i)), table.rank_at(c, table.position(c, i))]
+    values = compile_terms(terms, {"c": c, "i": i}).evaluate(c=np.arange(channels)[:, None], i=np.arange(n)[None, :])[0]
+    places = np.broadcast_to(np.arange(n)[None, :], (channels, n))
+    good = np.ones(channels, dtype=bool)
+    for value, inverse in zip(values, (False, False, True, True)):
+        value = np.broadcast_to(np.asarray(value), (channels, n))
+        good &= np.all(value == places, axis=1) if inverse else np.all((0 <= value) & (value < n), axis=1)
+    return [int(k) for k in np.flatnonzero(~good)]
+
+
 def _check_for(layout: Layout, n: int) -> None:
     if layout.rings is not None:
         for c, ring in enumerate(layout.rings):
             if sorted(int(v) for v in ring) != list(range(n)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ring):
                 raise ScheduleError(f"{ALGORITHM}: option rings: ring {c} {list(ring)} is not a permutation of the ranks 0..{n - 1}")
-        table, places = layout.ring_of(), np.arange(n)
-        for c in range(layout.channels):  # the channels rows' premise on the rings: position and rank_at inverse bijections
-            if not (np.array_equal(table.position(c, table.rank_at(c, places)), places) and np.array_equal(table.rank_at(c, table.position(c, places)), places)):
-                raise ScheduleError(f"{ALGORITHM}: option rings: channel {c}'s ring lookups are not inverse permutations of 0..{n - 1}")
+        for c in _not_inverse(layout.ring_of(), layout.channels, n)[:1]:
+            raise ScheduleError(f"{ALGORITHM}: option rings: channel {c}'s ring lookups are not inverse permutations of 0..{n - 1}")
     if layout.collective in ("broadcast", "reduce"):
         _integer("root", layout.root, 0, n - 1)
     cells = layout.count * (n if layout.collective in ("reduce_scatter", "allgather") else 1)
     if cells > MAX_CELLS:
         raise ScheduleError(f"{ALGORITHM}: option count gives {cells} cells, more than {MAX_CELLS}")
     parts = [int(p) for p in layout.parts(n)]
-    if min(parts) < 0 or sum(parts) != layout.count:  # what the channels rows cover: parts >= 0 that add up to count
-        raise ScheduleError(f"{ALGORITHM}: the channel split of {layout.count} elements at N={n} is {parts}, not parts >= 0 that add up to the count")
+    if len(parts) != layout.channels or min(parts) < 0 or sum(parts) != layout.count:  # what the channels rows cover: parts >= 0 that add up to count
+        raise ScheduleError(f"{ALGORITHM}: the channel split of {layout.count} elements at N={n} is {parts}, not {layout.channels} parts >= 0 that add up to the count")
+    most = int(layout.most(n))  # the channels rows' premise on most, on the value the schedule's width and loops read
+    if most < max(parts):
+        raise ScheduleError(f"{ALGORITHM}: the largest channel part at N={n} is computed as {most}, below the part {max(parts)} of {parts}")
 
 
 def generate_ring(collective: str, n: int, **options) -> Schedule:
