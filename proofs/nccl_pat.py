@@ -340,7 +340,9 @@ def prove(name: str):
     collective = OPTIONS[name][0]
     split = cases(name)
     if not split:
-        return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
+        o = OPTIONS[name][1]
+        return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
+                            *queries(program(name), invariant(name))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = OPTIONS[name][1]
@@ -358,6 +360,23 @@ def prove(name: str):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
                   for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)
+
+
+def own_choice_query(made, aggregation: int, post: int, within: Scope):
+    """The query that, for every N of ``within``, the program ``made`` (a
+    user's call: aggregation and postFreq left to the generator) chooses
+    aggregation ``aggregation`` and postFreq ``post`` with its own choice
+    functions (``Program.choices``: the very ``agg`` and ``pf`` its steps,
+    width and transfers call). Given those values, ``pat_program`` computes
+    the rest of the program from them alone (module text), so the proved
+    program with them given is the user's."""
+    from ..models.program import as_term
+    from .solver import Query
+
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    agg, pf = (as_term(made.choices[k](n), n) for k in ("aggregation", "post"))
+    return Query(f"choice: a call with only chunk and count chooses aggregation {aggregation} and postFreq {post} for every N of the scope",
+                 within.assertions({"N": n}), z3.And(agg == aggregation, pf == post))
 
 
 def _same(name: str, a: int, f: int, premises: list, case, words: str):
