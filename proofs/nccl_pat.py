@@ -36,7 +36,18 @@ exactly once when d = 0, or d is below o's lowest set bit (any d for o =
 path) has been sent: T(o + highbit(d)) < s.
 
 What is proved and what is argued. The aggregation-8 row is one induction,
-P a term of N. A row on NCCL's own choices (:func:`cases`) splits its N
+P a term of N, on the program with aggregation 8 and postFreq 1 given,
+and one query (``choice``, :func:`own_choice_query`) that the program of
+a call with only chunk 1 and count 1 (:func:`user_program`) chooses
+aggregation 8 and postFreq 1 with its own choice functions
+(``Program.choices``: the ``agg`` and ``pf`` its steps, width and
+transfers call) for every N of the row. Argued from the generator's text,
+not a query: ``pat_program`` reads the two options only to validate them
+(8 and 1 pass) and through ``agg`` and ``pf`` (given or not, the built
+programs differ only in ``meta``), so the user's call's program is the
+same code on the same values as the proved one. (The full equality of the
+two transfer functions, as the runs below decide it, cost about 34 s of
+CPU for this row.) A row on NCCL's own choices (:func:`cases`) splits its N
 range into runs with one P, one aggregation and one postFreq (restated from
 NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
 cover the row's N range (``cases``); in each run the generator's own choice

@@ -31,6 +31,12 @@ cell (r, c) is slot 0 of rank r + lowbit(o).
 
 Proved vs argued. Z3 decides these queries:
 
+0. ``choice`` (:func:`collspec.proofs.nccl_pat.own_choice_query`): the
+   program of a user's call with chunk 1 and count 1 only
+   (:func:`user_program`, aggregation and postFreq left to the generator)
+   chooses aggregation 8 and postFreq 1 with its own choice functions
+   (``Program.choices``: the ``agg`` and ``pf`` its steps, width and
+   transfers call) for every N of the scope;
 1. ``rotation`` (:func:`transfer_rotation_query`), on the generator's own
    transfer function, every N of the scope: rank r's transfer in slot j at
    step s has the activity and op of rank 0's, and its destination and cells
@@ -50,6 +56,17 @@ Proved vs argued. Z3 decides these queries:
    where bit-vector addition, subtraction and signed comparison are the
    integers' (the step from integers to bit-vectors is this argument; on
    bit-vectors these identities of adders took Z3 40 s of CPU);
+3b. ``turning`` of the invariant (:func:`invariant_turning_query`): for
+   every N of the scope, s >= 0 and r, c, x, k, d in 0..N-1, ``holds`` and
+   ``defined`` at (r, c, x, k) equal their values at every value turned
+   back by d, and the writer and source of the turned cell are those of
+   (r, c) turned back by d, the same slot. Over the integers (the argument
+   of 3 carries it to bit-vectors: the invariant's terms are the same sums
+   and differences, equalities, comparisons and function applications),
+   with T and lowbit functions Z3 leaves free, so it holds for NCCL's T at
+   every P; lowbit's values at the offsets asked are taken in 0..N-1,
+   which the lowbit query of 3 decides (on bit-vectors the same query with
+   NCCL's T reached no verdict in 40 to 55 s of CPU a P from P = 32);
 4. ``cases``: every N in the scope has P/2 < N <= P = ``pow2_above(N)``
    (the generator's own term) for one P of :data:`POWERS`;
 5. for each P, every query of the induction with the case
@@ -57,7 +74,9 @@ Proved vs argued. Z3 decides these queries:
    and shifts are then constants to the solver, the invariant's P the
    number P) and the rank of the query pinned to 0: r = 0 for the queries
    about a cell (r, c), q = 0 for the three about one transfer of rank q
-   (in-range, same-index, reads-data).
+   (in-range, same-index, reads-data). The pin is carried in
+   ``Query.pin``, apart from the case (``Query.case``, whose cover is 4):
+   the lemmas 1 to 3b and the argument below justify it.
 
 The argument that carries 5 to every rank (not a Z3 query): turning every
 rank and cell value v of a query (r, q, q2, x, the destinations, c, k and
@@ -66,15 +85,18 @@ the cells transfers name) to v - d mod N, slots and steps unchanged, maps
 equalities between ranks or cells (a bijection), the transfer functions
 (1 and 3: rank q - d's transfer is rank q's turned by d; a query reads a
 transfer's destination and cells only where it is active), the invariant
-(it sees ranks and cells only through k = c, x = c and the offset c - r,
-which turning leaves alone (3), and its witness rank r + lowbit(c - r)
-turns with r (3)), and the ends (2). So each query holds at every r (q)
+and its witness (3b), and the ends (2). So each query holds at every r (q)
 when it holds at r = 0 (q = 0): take d = r (d = q). With 4 (each query is
 a universally quantified implication with the case among its premises),
 the induction's queries hold for every N of the scope and every rank,
 and the induction of :mod:`collspec.proofs.induction` gives the
-all-gather. (The invariant's turning is read off its form, not a Z3
-query; a test checks it on numbers at every step for N = 17 and 40.)
+all-gather of the program with aggregation 8 and postFreq 1 given. With 0
+it is the user's call's: ``pat_program`` reads the two options only to
+validate them (8 and 1 pass) and through ``agg`` and ``pf``, so given the
+same values the steps, width, cells and transfers are the same code on the
+same values (argued from the generator's text; the options given or not
+differ only in the program's ``meta``). A test checks the invariant's
+turning on numbers too, at every step for N = 17 and 40.
 
 Why pinning pays: with r free, the solver meets the wrap-arounds mod N of
 the program and the invariant for every rank; at r = 0 the offset is the
