@@ -237,9 +237,8 @@ def _plain(schedule):
 
 
 def test_the_invariant_turns_with_the_ranks_at_concrete_n():
-    """What the module text argues from the invariant's form (it sees ranks
-    and cells through k = c, x = c and c - r mod N; its witness is r +
-    lowbit(c - r)), checked on numbers: every rank's claim is rank 0's
+    """What the invariant-turning query decides (with T and lowbit free),
+    checked on numbers with NCCL's T: every rank's claim is rank 0's
     turned, at every step, for N = 17 and 40."""
     for n in (17, 40):
         p = int(nccl_pat.pow2_above(n))
