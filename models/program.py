@@ -110,7 +110,8 @@ class Program:
     function of N like ``steps``; otherwise ``capacity(n, steps)`` measures
     it on the built steps (default 1 chunk per link and step). ``sort`` is
     the Z3 sort the proofs and the schedule's evaluation use: integers, or
-    bit-vectors for programs with bit operations.
+    bit-vectors for programs with bit operations. ``choices`` maps an
+    option to the function of N the program uses for it.
     """
 
     algorithm: str
@@ -128,6 +129,10 @@ class Program:
     title: Callable[[int], str] | None = None
     meta: dict = field(default_factory=dict)
     link_capacity: Callable | None = None
+    #: option values the program chooses itself, by name, each a function of N
+    #: (nccl-pat's ``aggregation`` and ``post``: the very functions its steps
+    #: and transfers call), so a proof can ask what they choose
+    choices: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in FUNCTIONS:

@@ -36,7 +36,18 @@ exactly once when d = 0, or d is below o's lowest set bit (any d for o =
 path) has been sent: T(o + highbit(d)) < s.
 
 What is proved and what is argued. The aggregation-8 row is one induction,
-P a term of N. A row on NCCL's own choices (:func:`cases`) splits its N
+P a term of N, on the program with aggregation 8 and postFreq 1 given,
+and one query (``choice``, :func:`own_choice_query`) that the program of
+a call with only chunk 1 and count 1 (:func:`user_program`) chooses
+aggregation 8 and postFreq 1 with its own choice functions
+(``Program.choices``: the ``agg`` and ``pf`` its steps, width and
+transfers call) for every N of the row. Argued from the generator's text,
+not a query: ``pat_program`` reads the two options only to validate them
+(8 and 1 pass) and through ``agg`` and ``pf`` (given or not, the built
+programs differ only in ``meta``), so the user's call's program is the
+same code on the same values as the proved one. (The full equality of the
+two transfer functions, as the runs below decide it, cost about 34 s of
+CPU for this row.) A row on NCCL's own choices (:func:`cases`) splits its N
 range into runs with one P, one aggregation and one postFreq (restated from
 NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
 cover the row's N range (``cases``); in each run the generator's own choice
@@ -340,7 +351,9 @@ def prove(name: str):
     collective = OPTIONS[name][0]
     split = cases(name)
     if not split:
-        return run_queries([spec_check(collective), *queries(program(name), invariant(name))])
+        o = OPTIONS[name][1]
+        return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
+                            *queries(program(name), invariant(name))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = OPTIONS[name][1]
@@ -358,6 +371,23 @@ def prove(name: str):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
                   for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)
+
+
+def own_choice_query(made, aggregation: int, post: int, within: Scope):
+    """The query that, for every N of ``within``, the program ``made`` (a
+    user's call: aggregation and postFreq left to the generator) chooses
+    aggregation ``aggregation`` and postFreq ``post`` with its own choice
+    functions (``Program.choices``: the very ``agg`` and ``pf`` its steps,
+    width and transfers call). Given those values, ``pat_program`` computes
+    the rest of the program from them alone (module text), so the proved
+    program with them given is the user's."""
+    from ..models.program import as_term
+    from .solver import Query
+
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    agg, pf = (as_term(made.choices[k](n), n) for k in ("aggregation", "post"))
+    return Query(f"choice: a call with only chunk and count chooses aggregation {aggregation} and postFreq {post} for every N of the scope",
+                 within.assertions({"N": n}), z3.And(agg == aggregation, pf == post))
 
 
 def _same(name: str, a: int, f: int, premises: list, case, words: str):

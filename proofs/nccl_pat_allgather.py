@@ -31,6 +31,12 @@ cell (r, c) is slot 0 of rank r + lowbit(o).
 
 Proved vs argued. Z3 decides these queries:
 
+0. ``choice`` (:func:`collspec.proofs.nccl_pat.own_choice_query`): the
+   program of a user's call with chunk 1 and count 1 only
+   (:func:`user_program`, aggregation and postFreq left to the generator)
+   chooses aggregation 8 and postFreq 1 with its own choice functions
+   (``Program.choices``: the ``agg`` and ``pf`` its steps, width and
+   transfers call) for every N of the scope;
 1. ``rotation`` (:func:`transfer_rotation_query`), on the generator's own
    transfer function, every N of the scope: rank r's transfer in slot j at
    step s has the activity and op of rank 0's, and its destination and cells
@@ -50,6 +56,17 @@ Proved vs argued. Z3 decides these queries:
    where bit-vector addition, subtraction and signed comparison are the
    integers' (the step from integers to bit-vectors is this argument; on
    bit-vectors these identities of adders took Z3 40 s of CPU);
+3b. ``turning`` of the invariant (:func:`invariant_turning_query`): for
+   every N of the scope, s >= 0 and r, c, x, k, d in 0..N-1, ``holds`` and
+   ``defined`` at (r, c, x, k) equal their values at every value turned
+   back by d, and the writer and source of the turned cell are those of
+   (r, c) turned back by d, the same slot. Over the integers (the argument
+   of 3 carries it to bit-vectors: the invariant's terms are the same sums
+   and differences, equalities, comparisons and function applications),
+   with T and lowbit functions Z3 leaves free, so it holds for NCCL's T at
+   every P; lowbit's values at the offsets asked are taken in 0..N-1,
+   which the lowbit query of 3 decides (on bit-vectors the same query with
+   NCCL's T reached no verdict in 40 to 55 s of CPU a P from P = 32);
 4. ``cases``: every N in the scope has P/2 < N <= P = ``pow2_above(N)``
    (the generator's own term) for one P of :data:`POWERS`;
 5. for each P, every query of the induction with the case
@@ -57,7 +74,9 @@ Proved vs argued. Z3 decides these queries:
    and shifts are then constants to the solver, the invariant's P the
    number P) and the rank of the query pinned to 0: r = 0 for the queries
    about a cell (r, c), q = 0 for the three about one transfer of rank q
-   (in-range, same-index, reads-data).
+   (in-range, same-index, reads-data). The pin is carried in
+   ``Query.pin``, apart from the case (``Query.case``, whose cover is 4):
+   the lemmas 1 to 3b and the argument below justify it.
 
 The argument that carries 5 to every rank (not a Z3 query): turning every
 rank and cell value v of a query (r, q, q2, x, the destinations, c, k and
@@ -66,15 +85,18 @@ the cells transfers name) to v - d mod N, slots and steps unchanged, maps
 equalities between ranks or cells (a bijection), the transfer functions
 (1 and 3: rank q - d's transfer is rank q's turned by d; a query reads a
 transfer's destination and cells only where it is active), the invariant
-(it sees ranks and cells only through k = c, x = c and the offset c - r,
-which turning leaves alone (3), and its witness rank r + lowbit(c - r)
-turns with r (3)), and the ends (2). So each query holds at every r (q)
+and its witness (3b), and the ends (2). So each query holds at every r (q)
 when it holds at r = 0 (q = 0): take d = r (d = q). With 4 (each query is
 a universally quantified implication with the case among its premises),
 the induction's queries hold for every N of the scope and every rank,
 and the induction of :mod:`collspec.proofs.induction` gives the
-all-gather. (The invariant's turning is read off its form, not a Z3
-query; a test checks it on numbers at every step for N = 17 and 40.)
+all-gather of the program with aggregation 8 and postFreq 1 given. With 0
+it is the user's call's: ``pat_program`` reads the two options only to
+validate them (8 and 1 pass) and through ``agg`` and ``pf``, so given the
+same values the steps, width, cells and transfers are the same code on the
+same values (argued from the generator's text; the options given or not
+differ only in the program's ``meta``). A test checks the invariant's
+turning on numbers too, at every step for N = 17 and 40.
 
 Why pinning pays: with r free, the solver meets the wrap-arounds mod N of
 the program and the invariant for every rank; at r = 0 the offset is the
@@ -103,7 +125,7 @@ from ..models import indexing as ix
 from ..models.generators import nccl_pat
 from ..models.program import BITVEC_WIDTH
 from .induction import Invariant
-from .nccl_pat import _log2, _low_bit
+from .nccl_pat import _log2, _low_bit, own_choice_query
 from .scope import Bound, Fixed, Scope
 from .solver import Query
 
@@ -125,6 +147,13 @@ def program(name: str = ROW):
     """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
     collective, options = OPTIONS[name]
     return nccl_pat.pat_program(collective, **options)
+
+
+def user_program(name: str = ROW):
+    """nccl-pat's all-gather at the row's chunk and count only, aggregation
+    and postFreq left to the generator: what a user's call builds."""
+    collective, options = OPTIONS[name]
+    return nccl_pat.pat_program(collective, chunk=options["chunk"], count=options["count"])
 
 
 def scope(name: str = ROW) -> Scope:
@@ -183,15 +212,20 @@ def arrival(p: int, o):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(p: int, name: str = ROW) -> Invariant:
+def invariant(p: int, name: str = ROW, timing=None, lowbit=None) -> Invariant:
     """The claim of the module text, for the power of two ``p`` at or above N
     (one case of the row). It sees ranks and cells only through equalities
     (k = c, x = c) and the offset c - r mod N, and its witness is r plus a
-    function of that offset: what lets it turn with the ranks (module text)."""
+    function of that offset: what lets it turn with the ranks (module text).
+    ``timing(o)``, if given, stands for T(o) (:func:`arrival` at ``p``): the
+    turning query passes a function Z3 leaves free, and ``lowbit`` likewise
+    for the witness's lowbit(o)."""
+    timing = (lambda o: arrival(p, o)) if timing is None else timing
+    lowbit = _low_bit if lowbit is None else lowbit
 
     def arrived(n, s, r, c):
         o = _back(c, r, n)
-        return ix.either(o == 0, arrival(p, o) < s)
+        return ix.either(o == 0, timing(o) < s)
 
     def holds(n, s, r, c, x, k):
         return ix.both(k == c, x == c, arrived(n, s, r, c))
@@ -201,7 +235,7 @@ def invariant(p: int, name: str = ROW) -> Invariant:
 
     def witness(n, s, r, c, *rest):
         """Slot 0 of rank r + lowbit(o): the one that brings offset o."""
-        return _forward(r, _low_bit(_back(c, r, n)), n), 0 * s
+        return _forward(r, lowbit(_back(c, r, n)), n), 0 * s
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 
@@ -242,7 +276,7 @@ def case_queries(p: int, name: str = ROW) -> list:
     for query in queries(program(name), invariant(p, name)):
         sender = query.name.startswith(_SENDER_QUERIES)
         pin, label = (q == 0, "q = 0") if sender else (r == 0, "r = 0")
-        out.append(replace(query, name=f"{query.name} [P = {p}, {label}]", case=[*query.case, *here, pin]))
+        out.append(replace(query, name=f"{query.name} [P = {p}, {label}]", case=[*query.case, *here], pin=[*query.pin, pin]))
     return out
 
 
@@ -301,6 +335,40 @@ def turning_queries(name: str = ROW) -> list:
     ]
 
 
+def invariant_turning_query(name: str = ROW, make=None) -> Query:
+    """The invariant turns with the ranks, for every N of the scope and all
+    s >= 0 and r, c, x, k, d in 0..N-1: ``holds`` and ``defined`` at (r, c,
+    x, k) are what they are at every value turned back by d (v - d mod N),
+    and the writer and source of the turned cell are those of (r, c) turned
+    back by d (rank - d mod N, the same slot). Over the integers (the
+    module text's argument carries it to bit-vectors), with T(o) and
+    lowbit(o) functions Z3 leaves free (the answer holds for every function
+    in their place, NCCL's T at each P and lowbit among them), lowbit's
+    values at the two offsets asked in 0..N-1 (:func:`_low_bit_query`).
+    ``make(timing, lowbit)`` builds the invariant (default :func:`invariant`)."""
+    from ..models.program import as_term
+
+    n, s, r, c, x, k, d = z3.Ints("N s r c x k d")
+    timing, lowbit = z3.Function("T", z3.IntSort(), z3.IntSort()), z3.Function("lowbit", z3.IntSort(), z3.IntSort())
+    make = make or (lambda t, lb: invariant(POWERS[0], name, timing=t, lowbit=lb))
+    inv = make(timing, lowbit)
+    r0, c0, x0, k0 = (_back(t, d, n) for t in (r, c, x, k))
+
+    def bool_(t):
+        return as_term(t, None)
+
+    def turned(slot, slot0):
+        return z3.And(as_term(slot0[0], n) == _back(as_term(slot[0], n), d, n), as_term(slot0[1], n) == as_term(slot[1], n))
+
+    claim = z3.And(bool_(inv.holds(n, s, r, c, x, k)) == bool_(inv.holds(n, s, r0, c0, x0, k0)),
+                   bool_(inv.defined(n, s, r, c)) == bool_(inv.defined(n, s, r0, c0)),
+                   turned(inv.writer(n, s, r, c), inv.writer(n, s, r0, c0)),
+                   turned(inv.source(n, s, r, c, x, k), inv.source(n, s, r0, c0, x0, k0)))
+    distances = [b for o in (_back(c, r, n), _back(c0, r0, n)) for b in (0 <= lowbit(o), lowbit(o) < n)]
+    return Query("turning: the invariant, its writer and its source turn with the ranks (T and lowbit any functions into 0..N-1)",
+                 scope(name).assertions({"N": n}) + [0 <= s] + [b for t in (r, c, x, k, d) for b in (0 <= t, t < n)] + distances, claim)
+
+
 def _low_bit_query(name: str = ROW) -> Query:
     v = {"N": _bv("N")}
     n, o = v["N"], _bv("o")
@@ -329,7 +397,7 @@ def ends_rotation_query(name: str = ROW) -> Query:
 
 def rotation_queries(name: str = ROW) -> list:
     """The lemmas that carry the rank-0 queries to every rank (module text)."""
-    return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name)]
+    return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name), invariant_turning_query(name)]
 
 
 def prove(name: str = ROW):
@@ -339,5 +407,6 @@ def prove(name: str = ROW):
     from .induction import spec_check
     from .solver import run_queries
 
-    collective, _ = OPTIONS[name]
-    return run_queries([spec_check(collective), cover_query(), *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
+    collective, o = OPTIONS[name]
+    return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
+                        *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])

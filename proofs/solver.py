@@ -74,13 +74,22 @@ class Query:
     ``cases``: case i is its condition and none before it, the last case
     none of them): it is added like ``when``, but the cases together cover
     the scope, so a case condition over scope variables (``N`` even) is not
-    a premise that narrows it."""
+    a premise that narrows it. Only cases go there: a row that splits by
+    case proves, as a query, that its cases cover the scope.
+
+    ``pin`` fixes variables that are not scope variables at one value (a
+    rank r = 0), added like ``when``. It is justified by lemmas of the row
+    that sets it, not by a cover: the row proves as queries that the
+    program, the ends and the invariant turn with the ranks, and its module
+    text states the argument that carries the pinned query to every value
+    (:mod:`collspec.proofs.nccl_pat_allgather`)."""
 
     name: str
     premises: Sequence[z3.BoolRef]
     claim: z3.BoolRef
     when: Sequence[z3.BoolRef] = ()
     case: Sequence[z3.BoolRef] = ()
+    pin: Sequence[z3.BoolRef] = ()
 
 
 @dataclass
@@ -253,12 +262,12 @@ def decide(query: Query, rlimit: int | None = None) -> Outcome:
         return done(FAILED, f"{query.name}: the premises contradict each other, so the claim would hold vacuously", reason=VACUOUS)
     if first == z3.unknown:
         return unknown(solver, "deciding whether the premises can hold")
-    answer, solver = ask(*query.when, *query.case, z3.Not(query.claim))
+    answer, solver = ask(*query.when, *query.case, *query.pin, z3.Not(query.claim))
     if answer == z3.unsat:
         return done(PROVED)
     if answer == z3.unknown:
         for sample in SAMPLES:  # a counterexample at a point of the scope is as good as any
-            pinned, at = ask(*query.when, *query.case, z3.Not(query.claim), *_pins(query, sample))
+            pinned, at = ask(*query.when, *query.case, *query.pin, z3.Not(query.claim), *_pins(query, sample))
             if pinned == z3.sat:
                 solver = at
                 break

@@ -146,8 +146,12 @@ def rank_one_off_from_17(collective, aggregation=None, chunk=None, count=None, p
 
 
 def test_the_rank_queries_are_pinned_to_rank_0_and_named_so():
-    names = [q.name for q in proof.case_queries(16)]
+    made = proof.case_queries(16)
+    names = [q.name for q in made]
     assert len(names) == 13
+    # the pin is carried apart from the cases (whose contract is the cover query's)
+    assert all(len(q.pin) == 1 and str(q.pin[0]) in ("r == 0", "q == 0") for q in made)
+    assert all(not any(str(c) in ("r == 0", "q == 0") for c in q.case) for q in made)
     assert sum(name.endswith("[P = 16, q = 0]") for name in names) == 3
     assert sum(name.endswith("[P = 16, r = 0]") for name in names) == 10
 
@@ -166,6 +170,59 @@ def test_the_rotation_lemmas_hold_and_a_turned_rank_bug_fails_them(monkeypatch):
     assert result.counterexample["r"] == 1 and result.counterexample["s"] == 0 and result.counterexample["N"] >= 17
 
 
+def test_the_invariant_turns_with_the_ranks_and_one_that_does_not_fails():
+    """The decided turning of the invariant and its witness, and two
+    variants that use a rank where the invariant uses an offset: each fails
+    it with a counterexample."""
+    with within(Row(ROW, proof.scope(), 50_000_000)):
+        assert decide(proof.invariant_turning_query()).status == PROVED
+
+    def sum_not_offset(timing, lowbit):  # c + r where the offset is c - r
+        made = proof.invariant(16, timing=timing, lowbit=lowbit)
+
+        def holds(n, s, r, c, x, k):
+            o = ix.wrap(c + r, n)
+            return ix.both(k == c, x == c, ix.either(o == 0, timing(o) < s))
+
+        return dataclasses.replace(made, holds=holds)
+
+    def witness_without_r(timing, lowbit):  # the writer lowbit(o), not r + lowbit(o)
+        made = proof.invariant(16, timing=timing, lowbit=lowbit)
+
+        def witness(n, s, r, c, *rest):
+            return lowbit(ix.wrap(c - r, n)), 0 * s
+
+        return dataclasses.replace(made, writer=witness, source=witness)
+
+    for variant in (sum_not_offset, witness_without_r):
+        with within(Row(ROW, proof.scope(), 50_000_000)):
+            result = decide(proof.invariant_turning_query(make=variant))
+        assert result.status == FAILED and result.reason == "counterexample", variant.__name__
+        assert 10 <= result.counterexample["N"] <= proof.HIGHEST
+
+
+def test_a_users_call_chooses_the_rows_options_and_a_default_branch_bug_fails_the_choice(monkeypatch):
+    """The user's call (chunk and count only) takes the generator's default
+    branch; its own choice functions give aggregation 8 and postFreq 1 on
+    the whole scope. A wrong aggregation on that branch alone (N in 20..30)
+    leaves the proved program (both options given) unchanged and fails the
+    choice query, run inside the row (the rotation and case queries left out)."""
+    from collspec.proofs import nccl_pat as rs
+
+    with within(Row(ROW, proof.scope(), 10_000_000)):
+        assert decide(rs.own_choice_query(proof.user_program(), 8, 1, proof.scope())).status == PROVED
+    original = nccl_pat.nccl_aggregation
+    monkeypatch.setattr(nccl_pat, "nccl_aggregation", lambda n, post: ix.where(ix.both(n >= 20, n <= 30), 4, original(n, post)))
+    assert _plain(generate("nccl-pat", "allgather", 24, **OPTIONS)) == _plain(ORIGINAL_PROGRAM("allgather", **OPTIONS).schedule(24))
+    assert "aggregation 4" in proof.user_program().title(24)
+    monkeypatch.setattr(proof, "rotation_queries", lambda name: [])
+    monkeypatch.setattr(proof, "case_queries", lambda p, name: [])
+    result = row()
+    assert result.status == FAILED and result.reason == "counterexample"
+    assert _failed_query(result) == ["choice: a call with only chunk and count chooses aggregation 8 and postFreq 1 for every N of the scope"]
+    assert 20 <= result.counterexample["N"] <= 30
+
+
 @pytest.mark.slow
 def test_a_turned_rank_bug_from_17_fails_the_row_at_the_rotation(monkeypatch):
     monkeypatch.setattr(nccl_pat, "pat_program", rank_one_off_from_17)
@@ -180,9 +237,8 @@ def _plain(schedule):
 
 
 def test_the_invariant_turns_with_the_ranks_at_concrete_n():
-    """What the module text argues from the invariant's form (it sees ranks
-    and cells through k = c, x = c and c - r mod N; its witness is r +
-    lowbit(c - r)), checked on numbers: every rank's claim is rank 0's
+    """What the invariant-turning query decides (with T and lowbit free),
+    checked on numbers with NCCL's T: every rank's claim is rank 0's
     turned, at every step, for N = 17 and 40."""
     for n in (17, 40):
         p = int(nccl_pat.pow2_above(n))

@@ -292,3 +292,24 @@ def test_the_generators_aggregation_off_inside_a_run_fails_the_postfreq_2_row_at
     result = row(POSTFREQ_2)
     assert result.status == FAILED and 20 <= result.counterexample["N"] <= 30
     assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
+
+
+def test_a_default_branch_aggregation_bug_fails_the_aggregation_8_row_at_its_choice_query(monkeypatch):
+    """The aggregation-8 row proves the program with aggregation 8 and
+    postFreq 1 given; a user's call with chunk 1, count 1 takes the
+    generator's default branch. Its aggregation wrong (4) for N in 20..30
+    leaves the proved program unchanged (the per-N check of the given
+    options passes) and fails the row at the query on the user's program's
+    own choice functions (the induction left out, so the test is cheap)."""
+    from collspec.proofs import induction
+
+    original = nccl_pat.nccl_aggregation
+    monkeypatch.setattr(nccl_pat, "nccl_aggregation", lambda n, post: ix.where(ix.both(n >= 20, n <= 30), 4, original(n, post)))
+    assert "aggregation 4," in proof.user_program(RS).title(24)
+    assert "aggregation 8," in proof.program(RS).title(24)
+    monkeypatch.setattr(induction, "queries", lambda program, invariant: [])
+    result = row(RS)
+    assert result.status == FAILED and result.reason == "counterexample" and 20 <= result.counterexample["N"] <= 30
+    assert _failed_query(result) == ["choice: a call with only chunk and count chooses aggregation 8 and postFreq 1 for every N of the scope"]
+    monkeypatch.setattr(nccl_pat, "nccl_aggregation", original)
+    assert row(RS).status == "proved"

@@ -298,6 +298,7 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         lambda: pat_program(collective, aggregation, given, count, post, dtype), capacity=capacity, sort=BITVEC,
         title=lambda n: f"{ALGORITHM} {collective}, {n} ranks, aggregation {int(agg(n))}, postFreq {int(pf(n))}, chunk {int(chunk_of(n))}, {count} elements per rank",
         meta={"aggregation": aggregation, "post": post, "chunk": given, "count": count, "dtype": host.DEFAULT_DTYPE if dtype is None else dtype},
+        choices={"aggregation": agg, "post": pf},
     )
 
 
