@@ -308,18 +308,26 @@ def distance(n, t, p=None, a=AGGREGATION, f=1):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
+def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, highbit=None, step_distance=None) -> Invariant:
     """The claim of the module text for the program of row ``name``, at
     aggregation ``a``, postFreq ``f`` and P = ``p`` (for N in p/2 + 1..p)
-    if given, else P a term of N."""
+    if given, else P a term of N. It sees ranks and cells only through
+    k = c and offsets (c - r mod N), and its witness is r minus a function
+    of the step: what lets it turn with the ranks. ``timing(o)``,
+    ``lowbit(o)``, ``highbit(d)`` and ``step_distance(s)``, if given, stand
+    for T(o) (:func:`send_step`), lowbit, the highest set bit and
+    :func:`distance` (the turning query passes functions Z3 leaves free)."""
+    lowbit = _low_bit if lowbit is None else lowbit
+
     def offset(n, r, c):
         return ix.wrap(c - r, n)
 
     def holds(n, s, r, c, x, k):
         o, o2 = offset(n, r, c), offset(n, x, c)
         d = o2 - o
-        high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
-        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high, p, a, f) < s)
+        high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d) if highbit is None else highbit(d)
+        sent = send_step(n, o + high, p, a, f) if timing is None else timing(o + high)
+        feeds = ix.both(o2 > o, ix.either(o == 0, d < lowbit(o)), sent < s)
         return ix.both(k == c, ix.either(o2 == o, feeds))
 
     def defined(n, s, r, c):
@@ -328,7 +336,7 @@ def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
     def witness(n, s, r, c, *rest):
         """The one slot that writes (r, c) at step s: on rank q = r -
         distance, the place of the block of q's offset c - q (slot 0 at postFreq 1)."""
-        q = ix.wrap(r - distance(n, s, p, a, f), n)
+        q = ix.wrap(r - (distance(n, s, p, a, f) if step_distance is None else step_distance(s)), n)
         return q, (0 * s if f == 1 else place(n, ix.wrap(c - q, n), p, a, f))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
@@ -352,8 +360,10 @@ def prove(name: str):
     split = cases(name)
     if not split:
         o = OPTIONS[name][1]
+        from .nccl_pat_allgather import pinned
+
         return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
-                            *queries(program(name), invariant(name))])
+                            *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = OPTIONS[name][1]
@@ -371,6 +381,33 @@ def prove(name: str):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
                   for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)
+
+
+def distance_query(name: str):
+    """The witness's distance (:func:`distance`) of every step s of the
+    loop, 0 <= s < steps, is in 0..N-1, for every N of the row's scope."""
+    from ..models.program import as_term, symbolic
+    from .solver import Query
+
+    sym, v = symbolic(program(name))
+    n, s = v["N"], v["s"]
+    t = as_term(distance(n, s), n)
+    return Query("turning: the witness's distance at each step is in 0..N-1", scope(name).assertions(v) + [0 <= s, s < as_term(sym.steps(n), n)],
+                 z3.And(0 <= t, t < n))
+
+
+def rotation_queries(name: str) -> list:
+    """The lemmas that carry the aggregation-8 row's rank-0 queries to every
+    rank (module text): those of :mod:`collspec.proofs.nccl_pat_allgather`
+    on this row's program, ends and invariant, and :func:`distance_query`."""
+    from .nccl_pat_allgather import ends_rotation_query, invariant_turning_query, transfer_rotation_query, turning_queries
+
+    n, s = z3.Ints("N s")
+    free = {f: z3.Function(f, z3.IntSort(), z3.IntSort()) for f in ("highbit", "D")}
+    return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name), distance_query(name),
+            invariant_turning_query(name, make=lambda t, lb: invariant(name, timing=t, lowbit=lb, highbit=free["highbit"], step_distance=free["D"]),
+                                    assumed=[0 <= free["D"](s), free["D"](s) < n],
+                                    words="T, lowbit, highbit and the step's distance D any functions, D into 0..N-1")]
 
 
 def own_choice_query(made, aggregation: int, post: int, within: Scope):
