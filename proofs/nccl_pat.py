@@ -47,7 +47,28 @@ not a query: ``pat_program`` reads the two options only to validate them
 programs differ only in ``meta``), so the user's call's program is the
 same code on the same values as the proved one. (The full equality of the
 two transfer functions, as the runs below decide it, cost about 34 s of
-CPU for this row.) A row on NCCL's own choices (:func:`cases`) splits its N
+CPU for this row.) Each query of that induction is decided at rank 0: r
+= 0, or q = 0 for the three about one transfer of rank q (in-range,
+same-index, reads-data), carried in ``Query.pin``. The lemmas that carry
+it to every rank are the all-gather's
+(:func:`collspec.proofs.nccl_pat_allgather.rotation_queries`, on this
+row's program, ends and invariant; :func:`rotation_queries`), all decided
+by Z3: ``rotation`` of the generator's transfer (rank r's transfer is
+rank 0's, destination and cells turned by r mod N) and of the
+reduce-scatter's inputs and outputs (``EXPECTED``, N cells); ``turning``
+of the arithmetic mod N (over the integers) and lowbit in 0..N-1;
+``turning``: the witness's distance (:func:`distance`) at each step of
+the loop is in 0..N-1; and ``turning`` of the invariant: ``holds``,
+``defined``, writer and source at every rank, cell and contribution
+turned back by d are what they were, the witness turned by d (over the
+integers, with T, lowbit, the highest set bit of d and the step's
+distance functions Z3 leaves free, the distance into 0..N-1). The
+argument that a query holding at rank 0 holds at every rank (turning
+every rank and cell value by d maps 0..N-1 onto itself and keeps every
+atom of the query; the integers' values are the 20-bit bit-vectors') is
+the one written in :mod:`collspec.proofs.nccl_pat_allgather`, here with
+the witness's distance a function of the step (its range decided only at
+steps 0..steps-1, the only steps the induction's writer query asks). A row on NCCL's own choices (:func:`cases`) splits its N
 range into runs with one P, one aggregation and one postFreq (restated from
 NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
 cover the row's N range (``cases``); in each run the generator's own choice
@@ -65,8 +86,10 @@ and P, A and F constants in its invariant. So every N of the range is in
 some run, and there the program a call with the row's chunk and count
 builds is the one that run proves (a composition of decided queries on
 the same N; nothing about ``pat_program``'s default path is argued). Splitting the aggregation-8 row by P in the same
-way (P in 16..65536) was measured and is not cheaper: about 520 s of CPU
-against about 220 s for the one query set (docs/proofs.md).
+way (P in 16..65536) with every rank free was measured and is not
+cheaper: about 520 s of CPU against about 220 s for the one query set with
+every rank free; decided at rank 0, the one query set over all of
+10..65536 takes about 16 s (docs/proofs.md).
 
 Premises beyond the induction's: none; the options and the N range are the
 scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
