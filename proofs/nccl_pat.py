@@ -47,7 +47,28 @@ not a query: ``pat_program`` reads the two options only to validate them
 programs differ only in ``meta``), so the user's call's program is the
 same code on the same values as the proved one. (The full equality of the
 two transfer functions, as the runs below decide it, cost about 34 s of
-CPU for this row.) A row on NCCL's own choices (:func:`cases`) splits its N
+CPU for this row.) Each query of that induction is decided at rank 0: r
+= 0, or q = 0 for the three about one transfer of rank q (in-range,
+same-index, reads-data), carried in ``Query.pin``. The lemmas that carry
+it to every rank are the all-gather's
+(:func:`collspec.proofs.nccl_pat_allgather.rotation_queries`, on this
+row's program, ends and invariant; :func:`rotation_queries`), all decided
+by Z3: ``rotation`` of the generator's transfer (rank r's transfer is
+rank 0's, destination and cells turned by r mod N) and of the
+reduce-scatter's inputs and outputs (``EXPECTED``, N cells); ``turning``
+of the arithmetic mod N (over the integers) and lowbit in 0..N-1;
+``turning``: the witness's distance (:func:`distance`) at each step of
+the loop is in 0..N-1; and ``turning`` of the invariant: ``holds``,
+``defined``, writer and source at every rank, cell and contribution
+turned back by d are what they were, the witness turned by d (over the
+integers, with T, lowbit, the highest set bit of d and the step's
+distance functions Z3 leaves free, the distance into 0..N-1). The
+argument that a query holding at rank 0 holds at every rank (turning
+every rank and cell value by d maps 0..N-1 onto itself and keeps every
+atom of the query; the integers' values are the 20-bit bit-vectors') is
+the one written in :mod:`collspec.proofs.nccl_pat_allgather`, here with
+the witness's distance a function of the step (its range decided only at
+steps 0..steps-1, the only steps the induction's writer query asks). A row on NCCL's own choices (:func:`cases`) splits its N
 range into runs with one P, one aggregation and one postFreq (restated from
 NCCL: :func:`nccl_post`, :func:`nccl_aggregation`). Proved (Z3): the runs
 cover the row's N range (``cases``); in each run the generator's own choice
@@ -65,8 +86,10 @@ and P, A and F constants in its invariant. So every N of the range is in
 some run, and there the program a call with the row's chunk and count
 builds is the one that run proves (a composition of decided queries on
 the same N; nothing about ``pat_program``'s default path is argued). Splitting the aggregation-8 row by P in the same
-way (P in 16..65536) was measured and is not cheaper: about 520 s of CPU
-against about 220 s for the one query set (docs/proofs.md).
+way (P in 16..65536) with every rank free was measured and is not
+cheaper: about 520 s of CPU against about 220 s for the one query set with
+every rank free; decided at rank 0, the one query set over all of
+10..65536 takes about 16 s (docs/proofs.md).
 
 Premises beyond the induction's: none; the options and the N range are the
 scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
@@ -308,18 +331,26 @@ def distance(n, t, p=None, a=AGGREGATION, f=1):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
+def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, highbit=None, step_distance=None) -> Invariant:
     """The claim of the module text for the program of row ``name``, at
     aggregation ``a``, postFreq ``f`` and P = ``p`` (for N in p/2 + 1..p)
-    if given, else P a term of N."""
+    if given, else P a term of N. It sees ranks and cells only through
+    k = c and offsets (c - r mod N), and its witness is r minus a function
+    of the step: what lets it turn with the ranks. ``timing(o)``,
+    ``lowbit(o)``, ``highbit(d)`` and ``step_distance(s)``, if given, stand
+    for T(o) (:func:`send_step`), lowbit, the highest set bit and
+    :func:`distance` (the turning query passes functions Z3 leaves free)."""
+    lowbit = _low_bit if lowbit is None else lowbit
+
     def offset(n, r, c):
         return ix.wrap(c - r, n)
 
     def holds(n, s, r, c, x, k):
         o, o2 = offset(n, r, c), offset(n, x, c)
         d = o2 - o
-        high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d)
-        feeds = ix.both(o2 > o, ix.either(o == 0, d < _low_bit(o)), send_step(n, o + high, p, a, f) < s)
+        high = ix.shift_left(1, _log2(ix.where(d >= 1, d, 1)), like=d) if highbit is None else highbit(d)
+        sent = send_step(n, o + high, p, a, f) if timing is None else timing(o + high)
+        feeds = ix.both(o2 > o, ix.either(o == 0, d < lowbit(o)), sent < s)
         return ix.both(k == c, ix.either(o2 == o, feeds))
 
     def defined(n, s, r, c):
@@ -328,7 +359,7 @@ def invariant(name: str, p=None, a=AGGREGATION, f=1) -> Invariant:
     def witness(n, s, r, c, *rest):
         """The one slot that writes (r, c) at step s: on rank q = r -
         distance, the place of the block of q's offset c - q (slot 0 at postFreq 1)."""
-        q = ix.wrap(r - distance(n, s, p, a, f), n)
+        q = ix.wrap(r - (distance(n, s, p, a, f) if step_distance is None else step_distance(s)), n)
         return q, (0 * s if f == 1 else place(n, ix.wrap(c - q, n), p, a, f))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
@@ -352,8 +383,10 @@ def prove(name: str):
     split = cases(name)
     if not split:
         o = OPTIONS[name][1]
+        from .nccl_pat_allgather import pinned
+
         return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
-                            *queries(program(name), invariant(name))])
+                            *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = OPTIONS[name][1]
@@ -371,6 +404,33 @@ def prove(name: str):
         asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
                   for q in queries(program(name, a, f), invariant(name, p, a, f))]
     return run_queries(asked)
+
+
+def distance_query(name: str):
+    """The witness's distance (:func:`distance`) of every step s of the
+    loop, 0 <= s < steps, is in 0..N-1, for every N of the row's scope."""
+    from ..models.program import as_term, symbolic
+    from .solver import Query
+
+    sym, v = symbolic(program(name))
+    n, s = v["N"], v["s"]
+    t = as_term(distance(n, s), n)
+    return Query("turning: the witness's distance at each step is in 0..N-1", scope(name).assertions(v) + [0 <= s, s < as_term(sym.steps(n), n)],
+                 z3.And(0 <= t, t < n))
+
+
+def rotation_queries(name: str) -> list:
+    """The lemmas that carry the aggregation-8 row's rank-0 queries to every
+    rank (module text): those of :mod:`collspec.proofs.nccl_pat_allgather`
+    on this row's program, ends and invariant, and :func:`distance_query`."""
+    from .nccl_pat_allgather import ends_rotation_query, invariant_turning_query, transfer_rotation_query, turning_queries
+
+    n, s = z3.Ints("N s")
+    free = {f: z3.Function(f, z3.IntSort(), z3.IntSort()) for f in ("highbit", "D")}
+    return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name), distance_query(name),
+            invariant_turning_query(name, make=lambda t, lb: invariant(name, timing=t, lowbit=lb, highbit=free["highbit"], step_distance=free["D"]),
+                                    assumed=[0 <= free["D"](s), free["D"](s) < n],
+                                    words="T, lowbit, highbit and the step's distance D any functions, D into 0..N-1")]
 
 
 def own_choice_query(made, aggregation: int, post: int, within: Scope):

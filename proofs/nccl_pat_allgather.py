@@ -156,6 +156,17 @@ def user_program(name: str = ROW):
     return nccl_pat.pat_program(collective, chunk=options["chunk"], count=options["count"])
 
 
+def _row(name: str):
+    """(collective, program, scope) of row ``name``: this module's row, or a
+    reduce-scatter row of :mod:`collspec.proofs.nccl_pat` (whose induction
+    is pinned and carried by the same lemmas)."""
+    if name in OPTIONS:
+        return OPTIONS[name][0], program(name), scope(name)
+    from . import nccl_pat as reduce_scatter
+
+    return reduce_scatter.OPTIONS[name][0], reduce_scatter.program(name), reduce_scatter.scope(name)
+
+
 def scope(name: str = ROW) -> Scope:
     """The row's scope: :func:`premises` (N in 10..8192 and the options)."""
     return Scope(premises(name))
@@ -263,6 +274,18 @@ def _bv(name: str):
 _SENDER_QUERIES = ("in-range", "same-index", "reads-data")
 
 
+def pinned(asked: list, words: str = "") -> list:
+    """The queries ``asked`` of the induction with the rank of each pinned
+    to 0 in ``Query.pin`` (q = 0 for :data:`_SENDER_QUERIES`, else r = 0),
+    ``words`` and the pin added to each name."""
+    r, q = _bv("r"), _bv("q")
+    out = []
+    for query in asked:
+        pin, label = (q == 0, "q = 0") if query.name.startswith(_SENDER_QUERIES) else (r == 0, "r = 0")
+        out.append(replace(query, name=f"{query.name} [{words}{label}]", pin=[*query.pin, pin]))
+    return out
+
+
 def case_queries(p: int, name: str = ROW) -> list:
     """Every query of the induction (:func:`collspec.proofs.induction.queries`)
     with the invariant of ``p``, the case P = p added, and the rank of the
@@ -270,14 +293,8 @@ def case_queries(p: int, name: str = ROW) -> list:
     :func:`rotation_queries` and the module text carry them to every rank."""
     from .induction import queries
 
-    n, r, q = _bv("N"), _bv("r"), _bv("q")
-    here = case(n, p)
-    out = []
-    for query in queries(program(name), invariant(p, name)):
-        sender = query.name.startswith(_SENDER_QUERIES)
-        pin, label = (q == 0, "q = 0") if sender else (r == 0, "r = 0")
-        out.append(replace(query, name=f"{query.name} [P = {p}, {label}]", case=[*query.case, *here], pin=[*query.pin, pin]))
-    return out
+    here = case(_bv("N"), p)
+    return pinned([replace(query, case=[*query.case, *here]) for query in queries(program(name), invariant(p, name))], f"P = {p}, ")
 
 
 def _forward(a, r, n):
@@ -297,7 +314,8 @@ def transfer_rotation_query(name: str = ROW) -> Query:
     r mod N)."""
     from ..models.program import Transfer, as_term, symbolic
 
-    sym, v = symbolic(program(name))
+    _, made, within = _row(name)
+    sym, v = symbolic(made)
     n, s, r, j = v["N"], v["s"], v["r"], v["j"]
     steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
 
@@ -311,7 +329,7 @@ def transfer_rotation_query(name: str = ROW) -> Query:
     turned = z3.And(*(b for f in fields for b in (0 <= f, f < n)), mine.dst == _forward(zero.dst, r, n),
                     mine.src_chunk == _forward(zero.src_chunk, r, n), mine.dst_chunk == _forward(zero.dst_chunk, r, n), mine.op == zero.op)
     return Query("rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)",
-                 scope(name).assertions(v) + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
+                 within.assertions(v) + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
                  z3.And(active == active0, z3.Implies(active0, turned)))
 
 
@@ -325,7 +343,7 @@ def turning_queries(name: str = ROW) -> list:
     v = {"N": z3.Int("N")}
     n = v["N"]
     a, r, d, w = z3.Ints("a r d w")
-    domain = scope(name).assertions(v) + [b for t in (a, r, d, w) for b in (0 <= t, t < n)]
+    domain = _row(name)[2].assertions(v) + [b for t in (a, r, d, w) for b in (0 <= t, t < n)]
     return [
         Query("turning: a - r and a + r mod N are in 0..N-1, and turning a by d is undone", domain,
               z3.And(0 <= _back(a, r, n), _back(a, r, n) < n, 0 <= _forward(a, r, n), _forward(a, r, n) < n, _forward(_back(a, d, n), d, n) == a)),
@@ -335,7 +353,7 @@ def turning_queries(name: str = ROW) -> list:
     ]
 
 
-def invariant_turning_query(name: str = ROW, make=None) -> Query:
+def invariant_turning_query(name: str = ROW, make=None, assumed=(), words="T and lowbit any functions into 0..N-1") -> Query:
     """The invariant turns with the ranks, for every N of the scope and all
     s >= 0 and r, c, x, k, d in 0..N-1: ``holds`` and ``defined`` at (r, c,
     x, k) are what they are at every value turned back by d (v - d mod N),
@@ -345,7 +363,9 @@ def invariant_turning_query(name: str = ROW, make=None) -> Query:
     lowbit(o) functions Z3 leaves free (the answer holds for every function
     in their place, NCCL's T at each P and lowbit among them), lowbit's
     values at the two offsets asked in 0..N-1 (:func:`_low_bit_query`).
-    ``make(timing, lowbit)`` builds the invariant (default :func:`invariant`)."""
+    ``make(timing, lowbit)`` builds the invariant (default :func:`invariant`);
+    ``assumed`` adds premises on further free functions it uses (on the
+    integer constants ``N``, ``s``, ``r``, ``c``), ``words`` names them."""
     from ..models.program import as_term
 
     n, s, r, c, x, k, d = z3.Ints("N s r c x k d")
@@ -365,14 +385,14 @@ def invariant_turning_query(name: str = ROW, make=None) -> Query:
                    turned(inv.writer(n, s, r, c), inv.writer(n, s, r0, c0)),
                    turned(inv.source(n, s, r, c, x, k), inv.source(n, s, r0, c0, x0, k0)))
     distances = [b for o in (_back(c, r, n), _back(c0, r0, n)) for b in (0 <= lowbit(o), lowbit(o) < n)]
-    return Query("turning: the invariant, its writer and its source turn with the ranks (T and lowbit any functions into 0..N-1)",
-                 scope(name).assertions({"N": n}) + [0 <= s] + [b for t in (r, c, x, k, d) for b in (0 <= t, t < n)] + distances, claim)
+    return Query(f"turning: the invariant, its writer and its source turn with the ranks ({words})",
+                 _row(name)[2].assertions({"N": n}) + [0 <= s] + [b for t in (r, c, x, k, d) for b in (0 <= t, t < n)] + distances + [*assumed], claim)
 
 
 def _low_bit_query(name: str = ROW) -> Query:
     v = {"N": _bv("N")}
     n, o = v["N"], _bv("o")
-    return Query("turning: the witness's distance lowbit(o) is in 0..N-1", scope(name).assertions(v) + [0 <= o, o < n],
+    return Query("turning: the witness's distance lowbit(o) is in 0..N-1", _row(name)[2].assertions(v) + [0 <= o, o < n],
                  z3.And(0 <= _low_bit(o), _low_bit(o) < n))
 
 
@@ -382,17 +402,18 @@ def ends_rotation_query(name: str = ROW) -> Query:
     from ..models.program import as_term, symbolic
     from .induction import EXPECTED
 
-    sym, v = symbolic(program(name))
+    collective, made, within = _row(name)
+    sym, v = symbolic(made)
     n, r = v["N"], v["r"]
     c, x, k = _bv("c"), _bv("x"), _bv("k")
     chunks = as_term(sym.chunks(n), n)
-    is_input, is_output, expected = EXPECTED[OPTIONS[name][0]]
+    is_input, is_output, expected = EXPECTED[collective]
     c0, x0, k0 = (_back(t, r, n) for t in (c, x, k))
     same = [as_term(is_input(n, chunks, r, c, 0), None) == as_term(is_input(n, chunks, 0 * r, c0, 0), None),
             as_term(is_output(n, chunks, r, c, 0), None) == as_term(is_output(n, chunks, 0 * r, c0, 0), None),
             as_term(expected(n, chunks, r, c, x, k, 0), None) == as_term(expected(n, chunks, 0 * r, c0, x0, k0, 0), None)]
     return Query("rotation: the cells are N and the inputs and outputs at rank r are rank 0's turned by r",
-                 scope(name).assertions(v) + [b for t in (r, c, x, k) for b in (0 <= t, t < n)], z3.And(chunks == n, *same))
+                 within.assertions(v) + [b for t in (r, c, x, k) for b in (0 <= t, t < n)], z3.And(chunks == n, *same))
 
 
 def rotation_queries(name: str = ROW) -> list:

@@ -320,7 +320,7 @@ RLIMITS: dict[str, int] = {
     "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
     "nccl-tree.allreduce-one-channel-exactly-once": 650_000_000,  # 77,649,417
     "nccl-tree.allreduce-two-channels-exactly-once": 850_000_000,  # 103,671,640
-    "nccl-pat.reduce_scatter-exactly-once": 2_750_000_000,  # 342,986,688
+    "nccl-pat.reduce_scatter-exactly-once": 190_000_000,  # 23,379,008 (rank-0 pinned induction)
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)
     "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 250_000_000,  # 30,395,903
     "nccl-pat.allgather-exactly-once": 160_000_000,  # 18,854,081

@@ -186,7 +186,7 @@ def test_one_message_too_many_from_17_fails_the_reduce_scatter_row(monkeypatch):
     assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6) passes
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 17
-    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
+    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds [r = 0]"]
 
 
 @pytest.mark.slow
@@ -199,7 +199,32 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
     assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6, aggregation <= 4) passes
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 10
-    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds"]
+    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds [r = 0]"]
+
+
+def rank_1_sends_one_rank_too_far_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's program in which, from N = 17, rank 1 alone sends each
+    message to the rank after its peer: every other rank is unchanged."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+
+    def transfer(n, s, r, j):
+        t = made.transfer(n, s, r, j)
+        return dataclasses.replace(t, dst=ix.where(ix.both(n >= 17, r == 1), ix.wrap(t.dst + 1, n), t.dst))
+
+    return dataclasses.replace(made, transfer=transfer)
+
+
+@pytest.mark.slow
+def test_a_bug_only_in_rank_1_from_17_fails_the_reduce_scatter_row_at_the_rotation_query(monkeypatch):
+    """The induction is decided at rank 0 only: a bug in another rank's
+    transfer must fail the rotation query that carries it to every rank."""
+    monkeypatch.setattr(nccl_pat, "pat_program", rank_1_sends_one_rank_too_far_from_17)
+    options = proof.OPTIONS[RS][1]
+    assert check(generate("nccl-pat", "reduce_scatter", 16, **options)).ok
+    assert not check(generate("nccl-pat", "reduce_scatter", 17, **options)).ok
+    result = row(RS)
+    assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert _failed_query(result) == ["rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)"]
 
 
 def test_one_message_too_many_below_aggregation_8_fails_the_below_10_row(monkeypatch):
