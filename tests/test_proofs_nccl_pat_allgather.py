@@ -37,9 +37,9 @@ def _failed_query(result):
 
 def test_the_row_is_full_only_with_its_options_and_range_in_the_scope():
     (found,) = [p for p in suite(full=True) if p.name == ROW]
-    assert found.scope == "all N in 10..8192, aggregation 8, postFreq 1, chunk 1, count 1"
+    assert found.scope == "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1"
     assert ROW not in [p.name for p in suite()]
-    assert proof.POWERS == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    assert proof.POWERS == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
