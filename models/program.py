@@ -327,7 +327,10 @@ class _Terms:
 
 
 class _Instance:
-    """The terms at N = n and the program's option values, compiled."""
+    """The terms at N = n and the program's option values, compiled: for
+    integer programs the values are substituted and folded per N; for
+    bit-vector programs they stay variables given their 20-bit values (the
+    code is the same for every N, compiled once: :func:`~collspec.models.terms.compile_terms`)."""
 
     def __init__(self, terms: _Terms, n: int):
         import z3
@@ -337,13 +340,21 @@ class _Instance:
         program, v = terms.program, terms.variables
         self.program, self.n = program, n
         values = [(v["N"], terms.make(n))] + [(v[k], terms.make(program.params[k])) for k in program.params]
-        if program.sort == BITVEC:  # z3.simplify folds constants with wrap-around: keep every operation to see it
-            fixed = lambda term: z3.substitute(term, *values)  # noqa: E731
-        else:
+        fixed_names = ["N", *program.params]
+        if program.sort == BITVEC:
+            # N and the options stay variables, given their bit-vector values (the signed 20-bit
+            # value of each constant, as substituting it would give): every operation is kept, so
+            # wrap-around is seen, and one compiled code serves every N (compile_terms keeps it)
+            self.fixed = {name: np.int64(value.as_signed_long()) for name, (_, value) in zip(fixed_names, values)}
+            fixed = lambda term: term  # noqa: E731
+            given = {name: v[name] for name in fixed_names}
+        else:  # integers: the constants folded in, per N
+            self.fixed = {}
             fixed = lambda term: z3.simplify(z3.substitute(term, *values))  # noqa: E731
+            given = {}
         scalars = [*terms.shape] + ([terms.capacity] if terms.capacity is not None else []) + ([terms.root] if terms.root is not None else [])
         try:
-            got, over = compile_terms([fixed(t) for t in scalars], {}).evaluate()
+            got, over = compile_terms([fixed(t) for t in scalars], given).evaluate(**self.fixed)
         except TooLarge as error:
             raise self.too_large(f"steps(N), width(N) or chunks(N) ({error})") from None
         names = ["steps", "width", "chunks"] + (["link_capacity"] if terms.capacity is not None else []) + (["root"] if terms.root is not None else [])
@@ -355,7 +366,7 @@ class _Instance:
         self.capacity, self.root = numbers.get("link_capacity"), numbers.get("root")
         if self.steps < 0 or self.width < 0:
             raise RefinementError(f"{program.describe(n)}: the program has {self.steps} steps and {self.width} slots")
-        self.code = compile_terms([fixed(t) for t in terms.transfer], {k: v[k] for k in ("s", "r", "j")})
+        self.code = compile_terms([fixed(t) for t in terms.transfer], {**given, **{k: v[k] for k in ("s", "r", "j")}})
 
     def wrapped(self, what: str) -> RefinementError:
         options = self.program.options()
@@ -368,6 +379,13 @@ class _Instance:
         options = self.program.options()
         return RefinementError(f"{self.program.algorithm} {self.program.collective}, {self.n} ranks{', options ' + options if options else ''}: "
                                f"{what} is past the 64-bit integers the schedule is evaluated in; use smaller options or fewer ranks")
+
+    def evaluate(self, s, r, j) -> tuple[list, list]:
+        """The transfer's fields (active, dst, src_chunk, dst_chunk, op) and
+        their overflow masks at arrays of steps, ranks and slots
+        (:meth:`collspec.models.terms.Compiled.evaluate`), N and the options
+        being this instance's."""
+        return self.code.evaluate(s=s, r=r, j=j, **self.fixed)
 
     def enumerate(self, block: int) -> list[Step]:
         from .terms import TooLarge
@@ -382,7 +400,7 @@ class _Instance:
             count = min(span, total - first)
             s = np.arange(first, first + count, dtype=np.int64)[:, None, None]
             try:
-                values, masks = self.code.evaluate(s=s, r=ranks, j=slots)
+                values, masks = self.evaluate(s=s, r=ranks, j=slots)
             except TooLarge as error:
                 raise self.too_large(f"the transfers of steps {first}..{first + count - 1} ({error})") from None
             shape = (count, n, width)

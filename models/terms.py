@@ -41,6 +41,7 @@ algorithm means.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -329,9 +330,34 @@ class Compiled:
         return _or_masks(*masks)
 
 
+#: compiled code by the terms' identity (see :func:`compile_terms`), least recently used first
+_COMPILED: OrderedDict = OrderedDict()
+COMPILED_KEPT = 256
+
+
 def compile_terms(terms: list, variables: dict[str, Any]) -> Compiled:
     """Compile ``terms`` (Z3 expressions whose only free constants are
-    ``variables``, name -> Z3 constant) into a :class:`Compiled`."""
+    ``variables``, name -> Z3 constant) into a :class:`Compiled`.
+
+    The result is a function of the terms' DAG alone, and Z3 builds one AST
+    per distinct term of a context (hash-consing): the same terms built
+    again, by another program object with the same options, have the same
+    ids. So the last :data:`COMPILED_KEPT` results are kept by (context,
+    term ids, variable names and ids), with the terms themselves, which
+    keeps them alive (an id is reused only once its AST is freed)."""
+    key = tuple((id(t.ctx), t.get_id()) for t in terms), tuple((name, v.get_id()) for name, v in variables.items())
+    kept = _COMPILED.get(key)
+    if kept is not None:
+        _COMPILED.move_to_end(key)
+        return kept[1]
+    compiled = _compile(terms, variables)
+    _COMPILED[key] = ((list(terms), dict(variables)), compiled)
+    if len(_COMPILED) > COMPILED_KEPT:
+        _COMPILED.popitem(last=False)
+    return compiled
+
+
+def _compile(terms: list, variables: dict[str, Any]) -> Compiled:
     slots = {v.get_id(): -1 - i for i, v in enumerate(reversed(list(variables.values())))}
     names = tuple(variables)
     constants: dict[int, Any] = {}

@@ -31,3 +31,30 @@ def write_prove_report(path: Path) -> None:
     results = [result_of(proof) for proof in suite()]
     report = proofs_report("collspec proofs", results, sum(r.seconds for r in results))
     path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+
+
+def deciding_only(monkeypatch, wanted) -> list[str]:
+    """Make the proof rows run in this test decide only the queries whose
+    name ``wanted(name)`` accepts; every other query of a row is reported
+    ``trivial`` with the message "not decided by this test" (so the row goes
+    on past it) and its name is added to the returned list.
+
+    For planted-bug tests: the row is built exactly as ``collspec prove``
+    builds it, and the query where the bug shows is decided by Z3 as the
+    row decides it; the queries before it, which the unchanged program
+    passes, are not decided again (``collspec prove --full`` decides them).
+    A test that uses it asserts which query failed and that it was among
+    those decided."""
+    from collspec.proofs import solver
+
+    original = solver.decide
+    passed_over: list[str] = []
+
+    def decide(query, rlimit=None):
+        if wanted(query.name):
+            return original(query, rlimit)
+        passed_over.append(query.name)
+        return solver.Outcome(solver.TRIVIAL, "not decided by this test", queries=[(query.name, solver.TRIVIAL, 0.0)])
+
+    monkeypatch.setattr(solver, "decide", decide)
+    return passed_over

@@ -91,7 +91,7 @@ def test_every_point_of_a_built_schedule_is_z3s_value_of_the_term(algorithm, col
     fixed = [(v["N"], make(n))] + [(v[k], make(val)) for k, val in program.params.items()]
     at = program.terms().at(n)
     s, r, j = np.meshgrid(np.arange(at.steps), np.arange(n), np.arange(at.width), indexing="ij")
-    got, _ = at.code.evaluate(s=s, r=r, j=j)
+    got, _ = at.evaluate(s=s, r=r, j=j)
     for point in zip(s.ravel(), r.ravel(), j.ravel()):
         bindings = fixed + [(v["s"], make(int(point[0]))), (v["r"], make(int(point[1]))), (v["j"], make(int(point[2])))]
         want = [z3_value(f, bindings) for f in fields]
@@ -122,3 +122,40 @@ def test_an_integer_product_past_int64_is_refused_not_wrapped():
     program = Program("t", "allgather", lambda n: n, lambda n: 2, lambda n: 1, transfer, lambda n, s: (None, None), lambda: program)
     with pytest.raises(RefinementError, match=r"^t allgather, 4 ranks: the transfers of steps 0..1 \(a product reaches \d+ bits\) is past the 64-bit"):
         program.schedule(4)
+
+
+def test_compiled_code_is_kept_by_the_terms_identity_and_never_served_for_other_terms(monkeypatch):
+    """compile_terms keeps its results by the terms' ids (Z3 builds one AST
+    per distinct term): the same terms built again get the same code; a term
+    that differs in one constant gets its own; the oldest entry goes first."""
+    from collspec.models import terms as compiled_terms
+
+    x = z3.BitVec("x", W)
+    first = compile_terms([x + 1, x * 3], {"x": x})
+    again = compile_terms([z3.BitVec("x", W) + 1, z3.BitVec("x", W) * 3], {"x": z3.BitVec("x", W)})
+    assert again is first
+    other = compile_terms([x + 2, x * 3], {"x": x})
+    assert other is not first
+    assert [int(v) for v in other.evaluate(x=np.int64(5))[0]] == [7, 15]
+    assert [int(v) for v in first.evaluate(x=np.int64(5))[0]] == [6, 15]
+    monkeypatch.setattr(compiled_terms, "COMPILED_KEPT", 1)
+    compile_terms([x - 7], {"x": x})
+    assert compile_terms([x + 1, x * 3], {"x": x}) is not first  # dropped, compiled anew
+
+
+def test_a_bitvector_program_compiled_once_gives_each_ns_values_of_the_substituted_terms():
+    """Bit-vector programs compile once with N and the options as variables
+    (given their 20-bit values): at each N every transfer field equals the
+    code compiled from the terms with N and the options substituted."""
+    program = PROGRAMS["nccl-pat"]["allgather"](aggregation=4, post=1, chunk=1, count=1)
+    assert program.sort == BITVEC
+    terms, v = program.terms(), program.terms().variables
+    for n in (5, 9, 12):
+        at = terms.at(n)
+        values = [(v["N"], z3.BitVecVal(n, W))] + [(v[k], z3.BitVecVal(val, W)) for k, val in program.params.items()]
+        substituted = compile_terms([z3.substitute(t, *values) for t in terms.transfer], {k: v[k] for k in ("s", "r", "j")})
+        s, r, j = np.meshgrid(np.arange(at.steps), np.arange(n), np.arange(at.width), indexing="ij")
+        mine, _ = at.evaluate(s=s, r=r, j=j)
+        theirs, _ = substituted.evaluate(s=s, r=r, j=j)
+        for a, b in zip(mine, theirs):
+            assert (np.broadcast_to(a, s.shape) == np.broadcast_to(b, s.shape)).all(), n

@@ -3,8 +3,9 @@
 against the built schedule, the cover of its cases, and bugs planted in
 nccl-pat's all-gather from N = 17 that fail the row with a counterexample
 while the per-N checks up to 16 pass, one of them on rank 1 alone (the
-queries are pinned to rank 0; the rotation lemma must catch it). The planted-bug tests run the row's
-first two cases under Z3 (seconds of CPU each): marked slow."""
+queries are pinned to rank 0; the rotation lemma must catch it). The planted-bug tests build the
+whole row and decide, under Z3, the queries of the case where the bug first shows (P = 32):
+the unchanged program's proof is ``collspec prove --full``'s."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from collspec.models.generators import generate, nccl_pat
 from collspec.proofs import nccl_pat_allgather as proof
 from collspec.proofs.solver import FAILED, PROVED, Row, decide, within
 from collspec.proofs.suite import run_proof, suite
+
+from proof_results import deciding_only
 
 ROW = proof.ROW
 ORIGINAL_NEXT_AS = nccl_pat.next_as
@@ -107,28 +110,32 @@ def next_block_at_the_first_scale_step_from_17(collective, aggregation=None, chu
     return dataclasses.replace(made, transfer=transfer)
 
 
-@pytest.mark.slow
 def test_a_child_sent_before_its_parent_from_17_fails_the_row(monkeypatch):
     monkeypatch.setattr(nccl_pat, "next_as", child_before_parent_from_17)
     for n in range(10, 17):
         assert check(generate("nccl-pat", "allgather", n, **OPTIONS)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-pat", "allgather", 17, **OPTIONS)).ok
+    failing = "reads-data: a transfer reads a cell holding data, and a reduce adds into one [P = 32, q = 0]"
+    passed_over = deciding_only(monkeypatch, lambda name: name == failing)
     result = row()
+    assert "cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in 16..65536" in passed_over
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
-    assert _failed_query(result) == ["reads-data: a transfer reads a cell holding data, and a reduce adds into one [P = 32, q = 0]"]
+    assert _failed_query(result) == [failing]
 
 
-@pytest.mark.slow
 def test_the_next_block_at_the_first_scale_step_from_17_fails_the_row(monkeypatch):
     monkeypatch.setattr(nccl_pat, "pat_program", next_block_at_the_first_scale_step_from_17)
     for n in range(10, 17):
         assert check(generate("nccl-pat", "allgather", n, **OPTIONS)).ok
     assert not check(generate("nccl-pat", "allgather", 17, **OPTIONS)).ok
+    failing = "keeps-arrivals: after the step the cell holds data and what arrived [P = 32, r = 0]"
+    passed_over = deciding_only(monkeypatch, lambda name: name == failing)
     result = row()
+    assert "cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in 16..65536" in passed_over
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
-    assert _failed_query(result) == ["keeps-arrivals: after the step the cell holds data and what arrived [P = 32, r = 0]"]
+    assert _failed_query(result) == [failing]
 
 
 def rank_one_off_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
@@ -223,9 +230,9 @@ def test_a_users_call_chooses_the_rows_options_and_a_default_branch_bug_fails_th
     assert 20 <= result.counterexample["N"] <= 30
 
 
-@pytest.mark.slow
 def test_a_turned_rank_bug_from_17_fails_the_row_at_the_rotation(monkeypatch):
     monkeypatch.setattr(nccl_pat, "pat_program", rank_one_off_from_17)
+    deciding_only(monkeypatch, lambda name: name.startswith("rotation: "))
     result = row()
     assert result.status == FAILED and result.reason == "counterexample"
     assert _failed_query(result) == ["rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)"]

@@ -2,8 +2,10 @@
 their scopes, the program they prove, the restated order against the built
 schedule, and bugs planted in nccl-pat's transfer function that fail them
 with a counterexample. The per-N checks of small N miss each bug: that is
-why the all-N rows exist. Each planted-bug test runs a row under Z3 (about
-a minute of CPU or more): marked slow."""
+why the all-N rows exist. A planted-bug test builds the whole row and, where
+the row is heavy, decides under Z3 only the query where its bug shows
+(:func:`proof_results.deciding_only`): the unchanged program's proof is
+``collspec prove --full``'s."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from collspec.models.program import Transfer
 from collspec.proofs import nccl_pat as proof
 from collspec.proofs.solver import FAILED
 from collspec.proofs.suite import run_proof, suite
+from proof_results import deciding_only
 
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 ORIGINAL_REVERSE = nccl_pat._reverse
@@ -26,6 +29,7 @@ RS = "nccl-pat.reduce_scatter-exactly-once"
 BELOW = proof.BELOW
 POSTFREQ_2 = proof.POSTFREQ_2
 ORIGINAL_STEPS_PER_LOOP = nccl_pat.steps_per_loop
+ADDS_NEW = "adds-new: a reduce brings nothing the cell already holds [r = 0]"
 
 
 def row(name, full=True):
@@ -176,7 +180,6 @@ def _failed_query(result):
     return [q for q, status, _ in result.queries if status == FAILED]
 
 
-@pytest.mark.slow
 def test_one_message_too_many_from_17_fails_the_reduce_scatter_row(monkeypatch):
     monkeypatch.setattr(nccl_pat, "pat_program", one_message_too_many_from_17)
     options = proof.OPTIONS[RS][1]
@@ -184,12 +187,12 @@ def test_one_message_too_many_from_17_fails_the_reduce_scatter_row(monkeypatch):
         assert check(generate("nccl-pat", "reduce_scatter", n, **options)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-pat", "reduce_scatter", 17, **options)).ok
     assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6) passes
+    deciding_only(monkeypatch, lambda name: name == ADDS_NEW)
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 17
-    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds [r = 0]"]
+    assert _failed_query(result) == [ADDS_NEW]
 
 
-@pytest.mark.slow
 def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monkeypatch):
     monkeypatch.setattr(nccl_pat, "_reverse", mirror_of_two_bits)
     for n in range(2, 10):  # NCCL's aggregation is at most 4 here: the bug cannot show
@@ -197,9 +200,10 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
     assert check(generate("nccl-pat", "reduce_scatter", 17, aggregation=4, post=1, chunk=1, count=1)).ok
     assert not check(generate("nccl-pat", "reduce_scatter", 17, chunk=1, count=1)).ok
     assert row("builtin.nccl-pat", full=False).ok  # the default bounded row (N <= 6, aggregation <= 4) passes
+    deciding_only(monkeypatch, lambda name: name == ADDS_NEW)
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 10
-    assert _failed_query(result) == ["adds-new: a reduce brings nothing the cell already holds [r = 0]"]
+    assert _failed_query(result) == [ADDS_NEW]
 
 
 def rank_1_sends_one_rank_too_far_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
@@ -214,7 +218,6 @@ def rank_1_sends_one_rank_too_far_from_17(collective, aggregation=None, chunk=No
     return dataclasses.replace(made, transfer=transfer)
 
 
-@pytest.mark.slow
 def test_a_bug_only_in_rank_1_from_17_fails_the_reduce_scatter_row_at_the_rotation_query(monkeypatch):
     """The induction is decided at rank 0 only: a bug in another rank's
     transfer must fail the rotation query that carries it to every rank."""
@@ -222,6 +225,7 @@ def test_a_bug_only_in_rank_1_from_17_fails_the_reduce_scatter_row_at_the_rotati
     options = proof.OPTIONS[RS][1]
     assert check(generate("nccl-pat", "reduce_scatter", 16, **options)).ok
     assert not check(generate("nccl-pat", "reduce_scatter", 17, **options)).ok
+    deciding_only(monkeypatch, lambda name: name.startswith("rotation: "))
     result = row(RS)
     assert result.status == FAILED and result.counterexample["N"] >= 17
     assert _failed_query(result) == ["rotation: rank r's transfer is rank 0's turned by r (destination and cells + r mod N)"]
@@ -232,6 +236,7 @@ def test_one_message_too_many_below_aggregation_8_fails_the_below_10_row(monkeyp
     for n in (10, 17):  # at aggregation 8 the program is the unchanged one
         assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
     assert not check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok  # aggregation 4
+    deciding_only(monkeypatch, lambda name: name.startswith("adds-new: "))
     result = row(BELOW)
     assert result.status == FAILED and 2 <= result.counterexample["N"] <= 9
     assert _failed_query(result)[0].startswith("adds-new: a reduce brings nothing the cell already holds [N in ")
@@ -243,9 +248,10 @@ def test_a_loop_without_its_one_message_scales_fails_the_postfreq_2_row(monkeypa
         assert _plain(generate("nccl-pat", "reduce_scatter", n, chunk=1, count=1)) == _plain(ORIGINAL_PROGRAM("reduce_scatter", chunk=1, count=1).schedule(n))
     assert check(generate("nccl-pat", "reduce_scatter", 9, chunk=1, count=1)).ok
     assert not check(generate("nccl-pat", "reduce_scatter", 4, chunk=2, count=1)).ok  # postFreq 2
+    deciding_only(monkeypatch, lambda name: name.startswith("end: "))
     result = row(POSTFREQ_2)
-    assert result.status == FAILED and 4 <= result.counterexample["N"] <= 32
-    assert _failed_query(result)[0].endswith("postFreq 2]")
+    assert result.status == FAILED and result.counterexample["N"] == 4
+    assert _failed_query(result) == ["end: after the last step every output cell holds exactly its collective's contributions [N in 4..4: P 4, aggregation 2, postFreq 2]"]
 
 
 def test_runs_that_leave_out_an_n_fail_the_row_at_the_cover_query(monkeypatch):
