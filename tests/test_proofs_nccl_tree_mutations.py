@@ -1,8 +1,9 @@
 """Bugs planted in nccl-tree's transfer function fail its all-N rows with a
 counterexample (the rows of :mod:`collspec.proofs.nccl_tree_allreduce`,
 ``--full`` only). The per-N check up to 16 misses each bug: that is why the
-all-N rows exist. Each test runs one row under Z3 (tens of seconds of
-CPU): marked slow."""
+all-N rows exist. Each planted-bug test builds one row and decides under Z3
+only the query where its bug shows (:func:`proof_results.deciding_only`;
+the unchanged program's proof is ``collspec prove --full``'s)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from collspec.models.program import Transfer
 from collspec.proofs import nccl_tree_allreduce
 from collspec.proofs.solver import FAILED
 from collspec.proofs.suite import run_proof, suite
+from proof_results import deciding_only
 
 ORIGINAL_PROGRAM = nccl_tree.tree_program
 ORIGINAL_TO_RANK = nccl_tree.to_rank
@@ -74,18 +76,19 @@ def _plain(schedule):
     return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
 
 
-@pytest.mark.slow
 def test_down_phase_one_step_late_from_17_fails_the_one_channel_row(monkeypatch):
     monkeypatch.setattr(nccl_tree, "tree_program", down_one_step_late_from_17)
     options = nccl_tree_allreduce.OPTIONS["one-channel"]
     for n in (2, 9, 16):
         assert check(generate("nccl-tree", "allreduce", n, **options)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-tree", "allreduce", 17, **options)).ok
+    failing = "writer: the invariant's witness writes the cell whenever any slot does [otherwise]"
+    deciding_only(monkeypatch, lambda name: name == failing)
     result = row("one-channel")
     assert result.status == FAILED and result.counterexample["N"] >= 17
+    assert [q for q, status, _ in result.queries if status == FAILED] == [failing]
 
 
-@pytest.mark.slow
 def test_tree_1_label_bug_from_17_fails_only_the_two_channel_row(monkeypatch):
     monkeypatch.setattr(nccl_tree, "to_rank", tree_1_mirrored_for_odd_n_from_17)
     one, two = (nccl_tree_allreduce.OPTIONS[name] for name in ("one-channel", "two-channels"))
@@ -94,6 +97,9 @@ def test_tree_1_label_bug_from_17_fails_only_the_two_channel_row(monkeypatch):
     for n in (3, 15):
         assert check(generate("nccl-tree", "allreduce", n, **two)).ok
     assert not check(generate("nccl-tree", "allreduce", 17, **two)).ok
+    failing = "adds-new: a reduce brings nothing the cell already holds [otherwise]"  # channel 1, odd N
+    deciding_only(monkeypatch, lambda name: name == failing)
     result = row("two-channels")
     assert result.status == FAILED
     assert result.counterexample["N"] >= 17 and result.counterexample["N"] % 2 == 1
+    assert [q for q, status, _ in result.queries if status == FAILED] == [failing]
