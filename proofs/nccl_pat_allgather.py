@@ -140,7 +140,7 @@ POSTFREQ_2 = "nccl-pat.allgather-postfreq-2-exactly-once"
 #: the most ranks the aggregation-8 row covers (module text: the cost per power of two)
 HIGHEST = 65536
 #: the most ranks the postFreq-2 row covers (module text: its cost, within the --full budget)
-POSTFREQ_2_HIGHEST = 1024
+POSTFREQ_2_HIGHEST = 64
 #: row -> (collective, the options of the proved program (aggregation or
 #: post None: NCCL's choice, computed by the generator), the N it covers):
 #: the form of :data:`collspec.proofs.nccl_pat.OPTIONS`, whose case split,
@@ -481,12 +481,26 @@ def rotation_queries(name: str = ROW) -> list:
     return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name), invariant_turning_query(name)]
 
 
-def run_case(n, run) -> list:
+def run_case(n, run, name: str | None = None) -> list:
     """Run ``(low, high, P, A, F)`` of a row with NCCL's choice
-    (:func:`collspec.proofs.nccl_pat.cases`) as a case: low <= N <= high
-    and the generator's own P (``nccl_pat.pow2_above``) is P."""
+    (:func:`collspec.proofs.nccl_pat.cases`) as a case: low <= N <= high,
+    the generator's own P (``nccl_pat.pow2_above``) is P, and, with the row
+    ``name``, the program of a user's call chooses A and F
+    (:func:`_chooses`). :func:`runs_cover_query` proves these cases cover
+    the row's scope."""
     low, high, p, _, _ = run
-    return [n >= low, n <= high, nccl_pat.pow2_above(n) == p]
+    return [n >= low, n <= high, nccl_pat.pow2_above(n) == p, *(_chooses(n, run, name) if name else ())]
+
+
+def _chooses(n, run, name: str) -> list:
+    """The program of a user's call to row ``name`` (chunk and count only)
+    chooses the run's aggregation and postFreq at N = n, with its own
+    choice functions (``Program.choices``: the ``agg`` and ``pf`` its
+    steps, width and transfers call)."""
+    from ..models.program import as_term
+
+    made = user_program(name)
+    return [as_term(made.choices[k](n), n) == v for k, v in (("aggregation", run[3]), ("post", run[4]))]
 
 
 def _runs(name: str) -> tuple:
@@ -495,25 +509,21 @@ def _runs(name: str) -> tuple:
     return shared.cases(name)
 
 
-def runs_cover_query(name: str) -> Query:
-    """The runs of row ``name`` cover its N range, each N with the generator's P."""
-    n = _bv("N")
-    return Query("cases: the runs of N cover the row's N range, each with the generator's P", scope(name).assertions({"N": n}),
-                 z3.Or(*[z3.And(*run_case(n, run)) for run in _runs(name)]))
-
-
 def runs_choice_query(name: str) -> Query:
-    """In each run of row ``name``, the program of a user's call (chunk and
-    count only) chooses the run's aggregation and postFreq with its own
-    choice functions (``Program.choices``: the ``agg`` and ``pf`` its
-    steps, width and transfers call)."""
-    from ..models.program import as_term
-
+    """In each run of row ``name`` (its N bounds and P), the program of a
+    user's call chooses the run's aggregation and postFreq (:func:`_chooses`)."""
     n = _bv("N")
-    made = user_program(name)
-    agg, pf = (as_term(made.choices[k](n), n) for k in ("aggregation", "post"))
     return Query("choice: in each run the generator's own aggregation and postFreq are the run's", scope(name).assertions({"N": n}),
-                 z3.And(*(z3.Implies(z3.And(*run_case(n, run)), z3.And(agg == run[3], pf == run[4])) for run in _runs(name))))
+                 z3.And(*(z3.Implies(z3.And(*run_case(n, run)), z3.And(*_chooses(n, run, name))) for run in _runs(name))))
+
+
+def runs_cover_query(name: str) -> Query:
+    """The runs of row ``name`` cover its N range, each N with the
+    generator's P and the user's call's choice of the run's aggregation
+    and postFreq (:func:`run_case`, the case of each query of a run)."""
+    n = _bv("N")
+    return Query("cases: the runs of N cover the row's N range, each with the generator's P, aggregation and postFreq",
+                 scope(name).assertions({"N": n}), z3.Or(*[z3.And(*run_case(n, run, name)) for run in _runs(name)]))
 
 
 def run_queries(name: str, run) -> list:
@@ -530,7 +540,8 @@ def run_queries(name: str, run) -> list:
     n = _bv("N")
     here = run_case(n, run)
     words = f"N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}"
-    same = shared._same(name, a, f, scope(name).assertions({"N": n}), z3.And(*here), f"N in {low}..{high}: aggregation {a}, postFreq {f}")
+    # the case with the user's call's choice (covered as well: runs_cover_query) lets Z3 see both programs' A and F
+    same = shared._same(name, a, f, scope(name).assertions({"N": n}), z3.And(*run_case(n, run, name)), f"N in {low}..{high}: aggregation {a}, postFreq {f}")
     rotation = [replace(q, name=f"{q.name} [{words}]", case=[*q.case, *here]) for q in (transfer_rotation_query(name, run), ends_rotation_query(name, run))]
     induction = [replace(q, case=[*q.case, *here]) for q in queries(program(name, a, f), invariant(p, name, a=a, f=f))]
     return [same, *rotation, *pinned(induction, f"{words}, ")]
@@ -562,7 +573,7 @@ def prove(name: str = ROW):
 
     collective, o, _ = OPTIONS[name]
     if name != ROW:
-        return decide_all([spec_check(collective), runs_cover_query(name), runs_choice_query(name), *runs_turning_queries(name),
+        return decide_all([spec_check(collective), runs_choice_query(name), runs_cover_query(name), *runs_turning_queries(name),
                            *(q for run in _runs(name) for q in run_queries(name, run))])
     return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
                        *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
