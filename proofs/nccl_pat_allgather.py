@@ -134,25 +134,25 @@ lowbit(o) in the slot of o's place (count 1: slot = place). Decided by Z3,
 each query's case the run (:func:`run_case`: its bounds on N and the
 generator's own P equal to the run's):
 
-0. ``choice`` (:func:`runs_choice_query`): in each run the program of a
+a. ``choice`` (:func:`runs_choice_query`): in each run the program of a
    user's call with only the row's chunk and count chooses the run's A
    and F with its own choice functions (``Program.choices``);
-1. ``cases`` (:func:`runs_cover_query`): the runs, each with that P and
+b. ``cases`` (:func:`runs_cover_query`): the runs, each with that P and
    that choice of A and F, cover the row's N range;
-2. ``turning`` (:func:`runs_turning_queries`): the mod-N identities and
-   lowbit as in 3 above, and the invariant's turning as in 3b above, at
+c. ``turning`` (:func:`runs_turning_queries`): the mod-N identities and
+   lowbit as in 3 of the list above, and the invariant's turning as in 3b, at
    postFreq 2 with the block's place a further free function (the slot of
    the witness at (r, c) and at (r - d, c - d) is the same);
-3. per run (:func:`run_queries`): ``same``, the user's call's program is
+d. per run (:func:`run_queries`): ``same``, the user's call's program is
    the program with A and F given, at every step, rank and slot (its case
-   carries 0's choice too, which 1 covers); ``rotation`` of that given
-   program's transfer and ends (1 and 2 above, on the run's program); and
-   every query of the induction on it with the invariant at the run's P,
-   A and F, pinned to rank 0 (5 above).
+   carries a's choice too, which b covers); ``rotation`` of that given
+   program's transfer and ends (1 and 2 of the list above, on the run's
+   program); and every query of the induction on it with the invariant at
+   the run's P, A and F, pinned to rank 0 (as 5 of the list above).
 
 Argued, not a query: the turning argument above, run by run (each query
 holds at every rank when it holds at rank 0, by the run's rotation lemmas
-and 2), so each run's induction holds for every N of the run; 1 puts
+and c), so each run's induction holds for every N of the run; b puts
 every N of the range in some run, and there, by ``same``, the program a
 user's call builds is the one proved. Cost (z3-solver 5.4.1, 2 shared
 cores under a load of 5 to 7): 9.6 s of CPU for the row below 10, 21.5 s
