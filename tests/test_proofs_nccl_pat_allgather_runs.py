@@ -235,3 +235,21 @@ def test_every_run_asks_same_rotation_and_the_pinned_induction(name):
     assert made[0].name.startswith("same:") and made[1].name.startswith("rotation: rank r's transfer") and made[2].name.startswith("rotation: the cells")
     assert len(made) == 16 and all(len(q.pin) == 1 for q in made[3:]) and not any(q.pin for q in made[:3])
     assert all(q.name.endswith(("r = 0]", "q = 0]")) and f"N in {run[0]}..{run[1]}: P {run[2]}" in q.name for q in made[3:])
+
+
+def test_the_postfreq_2_invariant_turns_with_the_ranks_at_concrete_n():
+    """What the turning query decides with T, lowbit and the place free,
+    checked on numbers with NCCL's at N = 40 (P 64, aggregation 16,
+    postFreq 2), every step: every rank's claim and witness (rank and
+    slot) are rank 0's turned."""
+    n, (_, _, p, a, f) = 40, next(run for run in shared.cases(POSTFREQ_2) if run[0] <= 40 <= run[1])
+    inv = proof.invariant(p, POSTFREQ_2, a=a, f=f)
+    r, c = np.meshgrid(*[np.arange(n, dtype=np.int64)] * 2, indexing="ij")
+    zero = 0 * r
+    for s in range(int(proof.program(POSTFREQ_2, a, f).steps(n)) + 1):
+        s = np.int64(s)
+        assert (inv.holds(n, s, r, c, c, c) == inv.holds(n, s, zero, (c - r) % n, (c - r) % n, (c - r) % n)).all()
+        wq, wj = inv.writer(n, s, r, c)
+        wq0, wj0 = inv.writer(n, s, zero, (c - r) % n)
+        assert (wq == (wq0 + r) % n).all() and (np.asarray(wj) == np.asarray(wj0)).all()
+    assert set(np.unique(np.asarray(inv.writer(n, np.int64(0), r, c)[1]))) == {0, 1}  # both slots of a message are named
