@@ -155,8 +155,8 @@ holds at every rank when it holds at rank 0, by the run's rotation lemmas
 and c), so each run's induction holds for every N of the run; b puts
 every N of the range in some run, and there, by ``same``, the program a
 user's call builds is the one proved. Cost (z3-solver 5.4.1, 2 shared
-cores under a load of 5 to 7): 9.6 s of CPU for the row below 10, 21.5 s
-for postFreq 2 to 64 ranks; to 128 it took 33.8 s and to 1024 (with an
+cores under a load of 4 to 7): 10 to 13 s of CPU for the row below 10, 22
+to 26 s for postFreq 2 to 64 ranks; to 128 it took 33.8 s and to 1024 (with an
 earlier, slower ``same``) 83 s, over what ``--full`` has left, so the row
 stops at 64 (docs/proofs.md).
 """

@@ -194,7 +194,7 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
-    if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~140 s (N >= 10), ~10 s (N 2..9), ~22 s (postFreq 2, N <= 64): only under --full
+    if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~140 s (N >= 10), ~10-13 s (N 2..9), ~22-26 s (postFreq 2, N <= 64): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
         proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
