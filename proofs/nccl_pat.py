@@ -125,11 +125,23 @@ OPTIONS = {
 }
 
 
+def _entry(name: str) -> tuple:
+    """Row ``name``'s (collective, options, N range): a reduce-scatter row of
+    :data:`OPTIONS`, or an all-gather row of
+    :data:`collspec.proofs.nccl_pat_allgather.OPTIONS` (the same form; the
+    case split, scope, choice and same queries below serve both)."""
+    if name in OPTIONS:
+        return OPTIONS[name]
+    from .nccl_pat_allgather import OPTIONS as ALLGATHER
+
+    return ALLGATHER[name]
+
+
 def program(name: str, aggregation=None, post=None):
     """nccl-pat's transfer function at row ``name``'s :data:`OPTIONS`, with
     ``aggregation`` and ``post`` given in place of NCCL's choice if set
     (the program a run of :func:`cases` proves)."""
-    collective, options, _ = OPTIONS[name]
+    collective, options, _ = _entry(name)
     given = {k: v for k, v in (("aggregation", aggregation), ("post", post)) if v is not None}
     return nccl_pat.pat_program(collective, **{**options, **given})
 
@@ -139,13 +151,13 @@ def user_program(name: str):
     aggregation and postFreq left to the generator: what a user's call with
     that chunk and count builds (``collspec check -a nccl-pat -o chunk=..
     -o count=..``; the dtype does not enter once a chunk is given)."""
-    collective, options, _ = OPTIONS[name]
+    collective, options, _ = _entry(name)
     return nccl_pat.pat_program(collective, chunk=options["chunk"], count=options["count"])
 
 
 def scope(name: str) -> Scope:
     """The row's scope: its N range (bit-vectors), and :func:`premises`."""
-    low, high = OPTIONS[name][2]
+    low, high = _entry(name)[2]
     return Scope((Bound("N", ">=", low), Bound("N", "<=", high))) + premises(name)
 
 
@@ -169,7 +181,7 @@ def nccl_aggregation(n: int, post: int = 1) -> int:
 def _choice(name: str, n: int) -> tuple[int, int]:
     """(aggregation, postFreq) of row ``name``'s program at n ranks: the
     given options, else NCCL's (restated)."""
-    o = OPTIONS[name][1]
+    o = _entry(name)[1]
     post = o["post"] if o["post"] is not None else nccl_post(n, o["chunk"], o["count"])
     return (o["aggregation"] if o["aggregation"] is not None else nccl_aggregation(n, post)), post
 
@@ -179,8 +191,8 @@ def cases(name: str) -> tuple:
     of N with one power of two P at or above N, one aggregation A and one
     postFreq (:func:`_choice`), covering the row's N range; () for the
     aggregation-8 row, whose invariant takes P as a term of N."""
-    low, high = OPTIONS[name][2]
-    if OPTIONS[name][1]["aggregation"] is not None:
+    low, high = _entry(name)[2]
+    if _entry(name)[1]["aggregation"] is not None:
         return ()
     runs = []
     for n in range(low, high + 1):
@@ -196,7 +208,7 @@ def premises(name: str) -> tuple:
     """The row's premises besides N <= 65536: its N range and the options
     its program fixes (:mod:`collspec.proofs.scope`); a test builds the
     generator's schedule with exactly these."""
-    _, o, (low, high) = OPTIONS[name]
+    _, o, (low, high) = _entry(name)
     fixed = []
     for option, at in (("aggregation", 0), ("post", 1)):
         if o[option] is not None:
@@ -219,7 +231,7 @@ _WORDS = {"aggregation": "aggregation", "post": "postFreq"}
 def _runs(name: str, at: int) -> list:
     """Runs of N in the row's range with one value of :func:`_choice` item ``at``."""
     out = []
-    low, high = OPTIONS[name][2]
+    low, high = _entry(name)[2]
     for n in range(low, high + 1):
         v = _choice(name, n)[at]
         if out and out[-1][2] == v:
@@ -379,17 +391,17 @@ def prove(name: str):
     from .induction import queries, spec_check
     from .solver import Query, run_queries
 
-    collective = OPTIONS[name][0]
+    collective = _entry(name)[0]
     split = cases(name)
     if not split:
-        o = OPTIONS[name][1]
+        o = _entry(name)[1]
         from .nccl_pat_allgather import pinned
 
         return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
                             *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
-    o = OPTIONS[name][1]
+    o = _entry(name)[1]
     choice = [nccl_pat.post_frequency(n, o["chunk"], o["count"]) if o["post"] is None else o["post"]]
     choice.insert(0, nccl_pat.nccl_aggregation(n, choice[0]) if o["aggregation"] is None else o["aggregation"])
     asked = [

@@ -1,11 +1,19 @@
-"""nccl-pat's all-gather copies every block exactly once to every rank, for every N in 10..65536.
+"""nccl-pat's all-gather copies every block exactly once to every rank: N in 10..65536 at aggregation 8, N in 2..9, and N in 2..64 at postFreq 2.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 all-gather transfer function
-(:func:`collspec.models.generators.nccl_pat.pat_program`), N symbolic in
-10..65536 on bit-vectors, at the options of :data:`OPTIONS`: aggregation 8,
-postFreq 1, chunk 1, count 1, what NCCL 2.30's ``PatAGAlgorithm``
-constructor chooses at chunk 1, count 1 from N = 10.
+(:func:`collspec.models.generators.nccl_pat.pat_program`), N symbolic on
+bit-vectors, count 1, one loop, in three rows (:data:`OPTIONS`):
+
+- ``nccl-pat.allgather-exactly-once``: N in 10..65536, aggregation 8,
+  postFreq 1, chunk 1: what NCCL 2.30's ``PatAGAlgorithm`` constructor
+  chooses at chunk 1, count 1 from N = 10 (most of this text);
+- ``nccl-pat.allgather-below-10-exactly-once``: N in 2..9 at chunk 1 and
+  NCCL's own aggregation (1, 2 or 4 there);
+- ``nccl-pat.allgather-postfreq-2-exactly-once``: N in 2..64 at chunk 2
+  and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
+  aggregations 2, 4, 8 and 16, messages of 2 blocks); the last section
+  says what these two rows prove and why the second stops at 64.
 
 The invariant is stated from NCCL 2.30's definitions (``PatAGAlgorithm``
 and its ``nextAs`` in ``src/include/collectives.h``), written here again
@@ -109,8 +117,48 @@ units a check); pinned, 2 to 7 s a case from P = 16 to 4096, 12 to 16 s at
 heaviest check 83 million units, at P = 65536), under ``--full`` only.
 
 Premises beyond the induction's: none; the options and 10 <= N <= 65536 are
-the scope's. What stays bounded (N below 10 or above 65536, other
-aggregations and postFreq, several loops) is listed in docs/proofs.md.
+the scope's. What stays bounded (N above 65536, postFreq 2 above 64 ranks,
+larger postFreq, several loops) is listed in docs/proofs.md.
+
+The rows with NCCL's own choice (below 10 ranks; postFreq 2). They split
+their N range into runs with one P, one aggregation A and one postFreq F
+(:func:`collspec.proofs.nccl_pat.cases`, NCCL's choice restated there,
+shared with the reduce-scatter's rows). The order above, for any A and F
+(:func:`arrival`, :func:`place`): q = A / F messages of F blocks in a step
+``as``; the one-message scales A/2 .. q (fewer blocks than F, scale 2**k
+in message log2 A - 1 - k, block m = i / 2**(k+1) at place m) come first,
+then scale 2**k < q in q / 2**(k+1) messages (block m in message m / F,
+place m mod F), then the steps ``as`` in ``nextAs`` order (block i in
+message i / F, place i mod F); the witness that writes (r, c) is rank r +
+lowbit(o) in the slot of o's place (count 1: slot = place). Decided by Z3,
+each query's case the run (:func:`run_case`: its bounds on N and the
+generator's own P equal to the run's):
+
+a. ``choice`` (:func:`runs_choice_query`): in each run the program of a
+   user's call with only the row's chunk and count chooses the run's A
+   and F with its own choice functions (``Program.choices``);
+b. ``cases`` (:func:`runs_cover_query`): the runs, each with that P and
+   that choice of A and F, cover the row's N range;
+c. ``turning`` (:func:`runs_turning_queries`): the mod-N identities and
+   lowbit as in 3 of the list above, and the invariant's turning as in 3b, at
+   postFreq 2 with the block's place a further free function (the slot of
+   the witness at (r, c) and at (r - d, c - d) is the same);
+d. per run (:func:`run_queries`): ``same``, the user's call's program is
+   the program with A and F given, at every step, rank and slot (its case
+   carries a's choice too, which b covers); ``rotation`` of that given
+   program's transfer and ends (1 and 2 of the list above, on the run's
+   program); and every query of the induction on it with the invariant at
+   the run's P, A and F, pinned to rank 0 (as 5 of the list above).
+
+Argued, not a query: the turning argument above, run by run (each query
+holds at every rank when it holds at rank 0, by the run's rotation lemmas
+and c), so each run's induction holds for every N of the run; b puts
+every N of the range in some run, and there, by ``same``, the program a
+user's call builds is the one proved. Cost (z3-solver 5.4.1, 2 shared
+cores under a load of 4 to 7): 10 to 13 s of CPU for the row below 10, 22
+to 26 s for postFreq 2 to 64 ranks; to 128 it took 33.8 s and to 1024 (with an
+earlier, slower ``same``) 83 s, over what ``--full`` has left, so the row
+stops at 64 (docs/proofs.md).
 """
 
 from __future__ import annotations
@@ -133,48 +181,77 @@ AGGREGATION = 8
 #: the fewest ranks that reach it (the generator refuses a larger aggregation than N allows)
 LOWEST = 10
 ROW = "nccl-pat.allgather-exactly-once"
-#: row -> (collective, the options of the proved program)
-OPTIONS = {ROW: ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1})}
-#: the most ranks the row covers (module text: the cost per power of two)
+#: NCCL's own aggregation at postFreq 1, chunk 1, count 1 for N in 2..9 (1, 2 or 4)
+BELOW = "nccl-pat.allgather-below-10-exactly-once"
+#: NCCL's own aggregation and postFreq at chunk 2, count 1 (postFreq 2 from N = 4, aggregation 16 from N = 18)
+POSTFREQ_2 = "nccl-pat.allgather-postfreq-2-exactly-once"
+#: the most ranks the aggregation-8 row covers (module text: the cost per power of two)
 HIGHEST = 65536
-#: the powers of two at or above some N of the scope: one case each
+#: the most ranks the postFreq-2 row covers (module text: its cost, within the --full budget)
+POSTFREQ_2_HIGHEST = 64
+#: row -> (collective, the options of the proved program (aggregation or
+#: post None: NCCL's choice, computed by the generator), the N it covers):
+#: the form of :data:`collspec.proofs.nccl_pat.OPTIONS`, whose case split,
+#: scope, choice and same queries the two rows with NCCL's choice share
+OPTIONS = {
+    ROW: ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, HIGHEST)),
+    BELOW: ("allgather", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
+    POSTFREQ_2: ("allgather", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, POSTFREQ_2_HIGHEST)),
+}
+#: the powers of two at or above some N of the aggregation-8 row: one case each
 POWERS = tuple(1 << b for b in range((LOWEST - 1).bit_length(), HIGHEST.bit_length()))
 
 
-def program(name: str = ROW):
-    """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`."""
-    collective, options = OPTIONS[name]
-    return nccl_pat.pat_program(collective, **options)
+def program(name: str = ROW, aggregation=None, post=None):
+    """The transfer function row ``name`` proves: nccl-pat's, at :data:`OPTIONS`,
+    with ``aggregation`` and ``post`` given in place of NCCL's choice if set
+    (the program one run of a row with NCCL's choice proves)."""
+    from . import nccl_pat as shared
+
+    return shared.program(name, aggregation, post)
 
 
 def user_program(name: str = ROW):
     """nccl-pat's all-gather at the row's chunk and count only, aggregation
     and postFreq left to the generator: what a user's call builds."""
-    collective, options = OPTIONS[name]
+    collective, options, _ = OPTIONS[name]
     return nccl_pat.pat_program(collective, chunk=options["chunk"], count=options["count"])
 
 
-def _row(name: str):
+def _row(name: str, run=None):
     """(collective, program, scope) of row ``name``: this module's row, or a
     reduce-scatter row of :mod:`collspec.proofs.nccl_pat` (whose induction
-    is pinned and carried by the same lemmas)."""
-    if name in OPTIONS:
-        return OPTIONS[name][0], program(name), scope(name)
+    is pinned and carried by the same lemmas); with ``run`` (a run of
+    :func:`collspec.proofs.nccl_pat.cases`), the program with the run's
+    aggregation and postFreq given."""
     from . import nccl_pat as reduce_scatter
 
+    if run is not None:
+        return reduce_scatter._entry(name)[0], reduce_scatter.program(name, run[3], run[4]), _row(name)[2]
+    if name in OPTIONS:
+        return OPTIONS[name][0], program(name), scope(name)
     return reduce_scatter.OPTIONS[name][0], reduce_scatter.program(name), reduce_scatter.scope(name)
 
 
 def scope(name: str = ROW) -> Scope:
-    """The row's scope: :func:`premises` (N in 10..65536 and the options)."""
-    return Scope(premises(name))
+    """The row's scope: :func:`premises` (its N range and the options)."""
+    if name == ROW:
+        return Scope(premises(name))
+    from . import nccl_pat as shared
+
+    return shared.scope(name)
 
 
 def premises(name: str = ROW) -> tuple:
-    """The row's premises: 10 <= N <= 65536 and the options its program fixes
-    (:mod:`collspec.proofs.scope`); a test builds the generator's schedule
+    """The row's premises: its N range and the options its program fixes
+    (:mod:`collspec.proofs.scope`; NCCL's choice by runs of N for the rows
+    that leave it to the generator); a test builds the generator's schedule
     with exactly these."""
-    _, o = OPTIONS[name]
+    if name != ROW:
+        from . import nccl_pat as shared
+
+        return shared.premises(name)
+    _, o, _ = OPTIONS[name]
     return (
         Bound("N", ">=", LOWEST),
         Bound("N", "<=", HIGHEST),
@@ -203,33 +280,61 @@ def position(delta: int, l):
     return _popcount(l, delta.bit_length() - 1) - 1 + delta - _low_bit(l) - l
 
 
-def arrival(p: int, o):
-    """T(o): the message of the loop that brings offset o, 1 <= o < p, for
-    the power of two p at or above N (module text)."""
-    a = AGGREGATION
-    log_a = a.bit_length() - 1
+def _parts(p: int, o, a: int, f: int):
+    """Offset o's parts at P = p, aggregation a, postFreq f: (low part l,
+    high part i, scale exponent k of i = (2 m + 1) 2**k, m, log2 A, log2 q)
+    with q = A / f the messages of a step ``as``."""
+    log_a, log_f = a.bit_length() - 1, f.bit_length() - 1
     delta = p >> log_a
-    log_delta = delta.bit_length() - 1
     l = o & (delta - 1)
-    i = ix.shift_right(o, log_delta)
-    k = _log2(_low_bit(ix.where(i == 0, 1, i)))  # scale 2**k: i = (2 m + 1) 2**k
-    scale = ix.shift_right(a, k + 1) - 1 + ix.shift_right(i, k + 1)
-    steps_as = a - 1 + ix.shift_left(position(delta, l), log_a, like=o) + i
+    i = ix.shift_right(o, delta.bit_length() - 1)
+    k = _log2(_low_bit(ix.where(i == 0, 1, i)))
+    return l, i, k, ix.shift_right(i, k + 1), log_a, log_a - log_f
+
+
+def arrival(p: int, o, a: int = AGGREGATION, f: int = 1):
+    """T(o): the message of the loop that brings offset o, 1 <= o < p, for
+    the power of two p at or above N, aggregation ``a`` and postFreq ``f``
+    (module text): the one-message scales A/2 .. q first (scale 2**k in
+    message log2 A - 1 - k), then scale 2**k < q in its q / 2**(k+1)
+    messages of f blocks (block m in message m / f), then the steps ``as``
+    in ``nextAs`` order, q messages each (block i in message i / f)."""
+    l, i, k, m, log_a, log_q = _parts(p, o, a, f)
+    delta, log_f, q = p >> log_a, log_a - log_q, a >> (log_a - log_q)
+    many = ix.shift_right(q, k + 1) - (1 - log_f) + _shr(m, log_f)
+    scale = many if log_f == 0 else ix.where(k < log_q, many, log_a - 1 - k)
+    steps_as = q - 1 + log_f + ix.shift_left(position(delta, l), log_q, like=o) + _shr(i, log_f)
     return ix.where(l == 0, scale, steps_as)
+
+
+def place(p: int, o, a: int = AGGREGATION, f: int = 1):
+    """The place of offset o's block in its message (the slot that carries
+    it, count 1): i mod f in a step ``as``, m mod f in a scale step of
+    several messages, m in a one-message scale step; 0 at postFreq 1."""
+    if f == 1:
+        return 0 * o
+    l, i, k, m, _, log_q = _parts(p, o, a, f)
+    return ix.where(l == 0, ix.where(k < log_q, m & (f - 1), m), i & (f - 1))
+
+
+def _shr(v, bits: int):
+    return ix.shift_right(v, bits) if bits else v
 
 
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(p: int, name: str = ROW, timing=None, lowbit=None) -> Invariant:
+def invariant(p: int, name: str = ROW, timing=None, lowbit=None, a: int = AGGREGATION, f: int = 1, placing=None) -> Invariant:
     """The claim of the module text, for the power of two ``p`` at or above N
-    (one case of the row). It sees ranks and cells only through equalities
-    (k = c, x = c) and the offset c - r mod N, and its witness is r plus a
-    function of that offset: what lets it turn with the ranks (module text).
-    ``timing(o)``, if given, stands for T(o) (:func:`arrival` at ``p``): the
-    turning query passes a function Z3 leaves free, and ``lowbit`` likewise
-    for the witness's lowbit(o)."""
-    timing = (lambda o: arrival(p, o)) if timing is None else timing
+    (one case of the row), aggregation ``a`` and postFreq ``f``. It sees
+    ranks and cells only through equalities (k = c, x = c) and the offset
+    c - r mod N, and its witness is r plus a function of that offset, in
+    the slot of a function of that offset: what lets it turn with the ranks
+    (module text). ``timing(o)``, if given, stands for T(o) (:func:`arrival`
+    at ``p``): the turning query passes a function Z3 leaves free, and
+    ``lowbit`` and ``placing`` (:func:`place`) likewise."""
+    timing = (lambda o: arrival(p, o, a, f)) if timing is None else timing
+    placing = (lambda o: place(p, o, a, f)) if placing is None else placing
     lowbit = _low_bit if lowbit is None else lowbit
 
     def arrived(n, s, r, c):
@@ -243,8 +348,10 @@ def invariant(p: int, name: str = ROW, timing=None, lowbit=None) -> Invariant:
         return arrived(n, s, r, c)
 
     def witness(n, s, r, c, *rest):
-        """Slot 0 of rank r + lowbit(o): the one that brings offset o."""
-        return _forward(r, lowbit(_back(c, r, n)), n), 0 * s
+        """The slot of offset o's place on rank r + lowbit(o): the one that
+        brings offset o (slot 0 at postFreq 1)."""
+        o = _back(c, r, n)
+        return _forward(r, lowbit(o), n), (0 * s if f == 1 else placing(o))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 
@@ -305,14 +412,16 @@ def _back(a, r, n):
     return ix.wrap(a - r, n)
 
 
-def transfer_rotation_query(name: str = ROW) -> Query:
+def transfer_rotation_query(name: str = ROW, run=None) -> Query:
     """Rotation of the generator's transfer function, every N of the scope:
     rank r's transfer in slot j at step s is rank 0's turned by r (same
     activity and op; destination and cells those of rank 0, in 0..N-1, plus
-    r mod N)."""
+    r mod N). With ``run``, on the program of that run of
+    :func:`collspec.proofs.nccl_pat.cases` (its aggregation and postFreq
+    given; :func:`run_queries` adds the run as a case)."""
     from ..models.program import Transfer, as_term, symbolic
 
-    _, made, within = _row(name)
+    _, made, within = _row(name, run)
     sym, v = symbolic(made)
     n, s, r, j = v["N"], v["s"], v["r"], v["j"]
     steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))
@@ -394,13 +503,14 @@ def _low_bit_query(name: str = ROW) -> Query:
                  z3.And(0 <= _low_bit(o), _low_bit(o) < n))
 
 
-def ends_rotation_query(name: str = ROW) -> Query:
+def ends_rotation_query(name: str = ROW, run=None) -> Query:
     """Rotation of the all-gather's start and end (:data:`collspec.proofs.induction.EXPECTED`)
-    at the program's cell count, which is N (one cell a rank's block)."""
+    at the program's cell count, which is N (one cell a rank's block);
+    ``run`` as for :func:`transfer_rotation_query`."""
     from ..models.program import as_term, symbolic
     from .induction import EXPECTED
 
-    collective, made, within = _row(name)
+    collective, made, within = _row(name, run)
     sym, v = symbolic(made)
     n, r = v["N"], v["r"]
     c, x, k = _bv("c"), _bv("x"), _bv("k")
@@ -419,13 +529,99 @@ def rotation_queries(name: str = ROW) -> list:
     return [transfer_rotation_query(name), ends_rotation_query(name), *turning_queries(name), invariant_turning_query(name)]
 
 
-def prove(name: str = ROW):
-    """The row: the spec's postcondition check, the cover, then the
-    induction's queries for each P (each check within the row's resource
-    limit, ``proofs.suite.RLIMITS``)."""
-    from .induction import spec_check
-    from .solver import run_queries
+def run_case(n, run, name: str | None = None) -> list:
+    """Run ``(low, high, P, A, F)`` of a row with NCCL's choice
+    (:func:`collspec.proofs.nccl_pat.cases`) as a case: low <= N <= high,
+    the generator's own P (``nccl_pat.pow2_above``) is P, and, with the row
+    ``name``, the program of a user's call chooses A and F
+    (:func:`_chooses`). :func:`runs_cover_query` proves these cases cover
+    the row's scope."""
+    low, high, p, _, _ = run
+    return [n >= low, n <= high, nccl_pat.pow2_above(n) == p, *(_chooses(n, run, name) if name else ())]
 
-    collective, o = OPTIONS[name]
-    return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
-                        *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
+
+def _chooses(n, run, name: str) -> list:
+    """The program of a user's call to row ``name`` (chunk and count only)
+    chooses the run's aggregation and postFreq at N = n, with its own
+    choice functions (``Program.choices``: the ``agg`` and ``pf`` its
+    steps, width and transfers call)."""
+    from ..models.program import as_term
+
+    made = user_program(name)
+    return [as_term(made.choices[k](n), n) == v for k, v in (("aggregation", run[3]), ("post", run[4]))]
+
+
+def _runs(name: str) -> tuple:
+    from . import nccl_pat as shared
+
+    return shared.cases(name)
+
+
+def runs_choice_query(name: str) -> Query:
+    """In each run of row ``name`` (its N bounds and P), the program of a
+    user's call chooses the run's aggregation and postFreq (:func:`_chooses`)."""
+    n = _bv("N")
+    return Query("choice: in each run the generator's own aggregation and postFreq are the run's", scope(name).assertions({"N": n}),
+                 z3.And(*(z3.Implies(z3.And(*run_case(n, run)), z3.And(*_chooses(n, run, name))) for run in _runs(name))))
+
+
+def runs_cover_query(name: str) -> Query:
+    """The runs of row ``name`` cover its N range, each N with the
+    generator's P and the user's call's choice of the run's aggregation
+    and postFreq (:func:`run_case`, the case of each query of a run)."""
+    n = _bv("N")
+    return Query("cases: the runs of N cover the row's N range, each with the generator's P, aggregation and postFreq",
+                 scope(name).assertions({"N": n}), z3.Or(*[z3.And(*run_case(n, run, name)) for run in _runs(name)]))
+
+
+def run_queries(name: str, run) -> list:
+    """The queries of one run ``(low, high, P, A, F)`` of row ``name``, the
+    run a case of each: ``same`` (the program of a user's call is the
+    run's program, aggregation A and postFreq F given, at every step, rank
+    and slot), the rotation of that program's transfer and ends, and every
+    query of the induction on it with the invariant of P, A, F, pinned to
+    rank 0 (:func:`pinned`)."""
+    from . import nccl_pat as shared
+    from .induction import queries
+
+    low, high, p, a, f = run
+    n = _bv("N")
+    here = run_case(n, run)
+    words = f"N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}"
+    # the case with the user's call's choice (covered as well: runs_cover_query) lets Z3 see both programs' A and F
+    same = shared._same(name, a, f, scope(name).assertions({"N": n}), z3.And(*run_case(n, run, name)), f"N in {low}..{high}: aggregation {a}, postFreq {f}")
+    rotation = [replace(q, name=f"{q.name} [{words}]", case=[*q.case, *here]) for q in (transfer_rotation_query(name, run), ends_rotation_query(name, run))]
+    induction = [replace(q, case=[*q.case, *here]) for q in queries(program(name, a, f), invariant(p, name, a=a, f=f))]
+    return [same, *rotation, *pinned(induction, f"{words}, ")]
+
+
+def runs_turning_queries(name: str) -> list:
+    """The turning lemmas of a row with runs: the arithmetic mod N and
+    lowbit (:func:`turning_queries`), and the invariant's turning for each
+    postFreq of its runs (at postFreq above 1 with the block's place a
+    further function Z3 leaves free)."""
+    out = turning_queries(name)
+    for f in sorted({run[4] for run in _runs(name)}):
+        if f == 1:
+            out.append(invariant_turning_query(name))
+            continue
+        placing = z3.Function("place", z3.IntSort(), z3.IntSort())
+        out.append(invariant_turning_query(name, make=lambda t, lb, f=f: invariant(POWERS[0], name, timing=t, lowbit=lb, f=f, placing=placing),
+                                           words=f"postFreq {f}: T, lowbit and the place any functions, T and lowbit into 0..N-1"))
+    return out
+
+
+def prove(name: str = ROW):
+    """The row: the spec's postcondition check, the cover, the choice, the
+    turning lemmas, then the induction's queries for each P (each run, for
+    a row with NCCL's choice: :func:`run_queries`), each check within the
+    row's resource limit (``proofs.suite.RLIMITS``)."""
+    from .induction import spec_check
+    from .solver import run_queries as decide_all
+
+    collective, o, _ = OPTIONS[name]
+    if name != ROW:
+        return decide_all([spec_check(collective), runs_choice_query(name), runs_cover_query(name), *runs_turning_queries(name),
+                           *(q for run in _runs(name) for q in run_queries(name, run))])
+    return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
+                       *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])

@@ -194,7 +194,7 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~15 s and ~150 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
-    if full:  # ~220 s of CPU (N >= 10), ~13 s (N 2..9) and ~43 s (postFreq 2, at load 2.9): only under --full
+    if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~140 s (N >= 10), ~10-13 s (N 2..9), ~22-26 s (postFreq 2, N <= 64): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
         proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
@@ -324,6 +324,8 @@ RLIMITS: dict[str, int] = {
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)
     "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 250_000_000,  # 30,395,903
     "nccl-pat.allgather-exactly-once": 670_000_000,  # 82,768,951 (N up to 65536)
+    "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
+    "nccl-pat.allgather-postfreq-2-exactly-once": 36_000_000,  # 4,414,485 (N up to 64)
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)
