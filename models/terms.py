@@ -352,7 +352,7 @@ def compile_terms(terms: list, variables: dict[str, Any]) -> Compiled:
         return kept[1]
     compiled = _compile(terms, variables)
     _COMPILED[key] = ((list(terms), dict(variables)), compiled)
-    if len(_COMPILED) > COMPILED_KEPT:
+    while len(_COMPILED) > COMPILED_KEPT:
         _COMPILED.popitem(last=False)
     return compiled
 
