@@ -1,4 +1,4 @@
-"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 2..65536 at postFreq 1 and in 2..32 at postFreq 2.
+"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 2..65536 at postFreq 1 and at postFreq 2.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 transfer function (:func:`collspec.models.generators.nccl_pat.pat_program`),
@@ -11,9 +11,10 @@ N symbolic on bit-vectors, one count element a rank, one loop, in three rows
   power of two at or above N/2));
 - ``nccl-pat.reduce_scatter-below-10-exactly-once``: N in 2..9 at chunk 1
   and NCCL's own aggregation (1, 2 or 4 there);
-- ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..32 at chunk
-  2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
-  aggregations 2, 4, 8 and 16, messages of 2 blocks).
+- ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..65536 at
+  chunk 2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4,
+  so aggregations 2, 4, 8 and 16, messages of 2 blocks), decided at rank 0
+  (:data:`PINNED`, below).
 
 The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``
 and ``mirrorInvert`` in ``src/include/collectives.h``, ``postSend`` in
@@ -91,8 +92,33 @@ cheaper: about 520 s of CPU against about 220 s for the one query set with
 every rank free; decided at rank 0, the one query set over all of
 10..65536 takes about 16 s (docs/proofs.md).
 
+The postFreq-2 row (:data:`PINNED`) is decided at rank 0 too. Its runs
+are those of the row below 10 up to N = 17, then one run N in 18..65536
+at aggregation 16, postFreq 2 with P a term of N (:func:`cases`). Proved
+(Z3), besides ``cases`` and ``choice`` as above: for each run up to 17,
+``same`` as above; for 18..65536, ``choice`` on the user's call's own
+choice functions (:func:`own_choice_query`, the run's N a case; the rest
+is the aggregation-8 row's argument from the generator's text, since a
+``same`` query over 18..65536 cost 57 s of CPU); for each aggregation and
+postFreq of the runs, the rotation of the transfer of the program with
+them given, the N of those runs a case (:func:`run_rotation_queries`);
+the rotation of the ends, the mod-N identities and lowbit as above; the
+witness's distance in 0..N-1 at every step of each run; one turning query
+of the invariant with T, lowbit, highbit, the step's distance and the
+witness's slot (the block's place in its message, a function of the
+sender's offset) functions Z3 leaves free: each run's invariant is that
+one with the run's functions in their place, so it turns for every run;
+and each run's induction queries pinned at rank 0 (:func:`case_queries`).
+Argued (the all-gather's argument, run by run): a run's query that holds
+at rank 0 holds at every rank, since under the run's case the program's
+transfer (its rotation query), the ends and the invariant turn with the
+ranks. So every N of 2..65536 is in some run (``cases``), where every
+query of the induction holds at every rank for the program the run
+proves, which is the user's call's (``same``, or ``choice`` and the
+argument).
+
 Premises beyond the induction's: none; the options and the N range are the
-scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
+scope's. What stays bounded (postFreq above 2,
 several loops, a count above 1, the all-gather) is listed in docs/proofs.md.
 """
 
