@@ -1,4 +1,4 @@
-"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 2..65536 at postFreq 1 and in 2..32 at postFreq 2.
+"""nccl-pat's reduce-scatter computes every contribution exactly once, for every N in 2..65536 at postFreq 1 and at postFreq 2.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 transfer function (:func:`collspec.models.generators.nccl_pat.pat_program`),
@@ -11,9 +11,10 @@ N symbolic on bit-vectors, one count element a rank, one loop, in three rows
   power of two at or above N/2));
 - ``nccl-pat.reduce_scatter-below-10-exactly-once``: N in 2..9 at chunk 1
   and NCCL's own aggregation (1, 2 or 4 there);
-- ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..32 at chunk
-  2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
-  aggregations 2, 4, 8 and 16, messages of 2 blocks).
+- ``nccl-pat.reduce_scatter-postfreq-2-exactly-once``: N in 2..65536 at
+  chunk 2 and NCCL's own postFreq and aggregation (postFreq 2 from N = 4,
+  so aggregations 2, 4, 8 and 16, messages of 2 blocks), decided at rank 0
+  (:data:`PINNED`, below).
 
 The invariant is stated from NCCL 2.30's definitions (``PatRSAlgorithm``
 and ``mirrorInvert`` in ``src/include/collectives.h``, ``postSend`` in
@@ -91,12 +92,39 @@ cheaper: about 520 s of CPU against about 220 s for the one query set with
 every rank free; decided at rank 0, the one query set over all of
 10..65536 takes about 16 s (docs/proofs.md).
 
+The postFreq-2 row (:data:`PINNED`) is decided at rank 0 too. Its runs
+are those of the row below 10 up to N = 17, then one run N in 18..65536
+at aggregation 16, postFreq 2 with P a term of N (:func:`cases`). Proved
+(Z3), besides ``cases`` and ``choice`` as above: for each run up to 17,
+``same`` as above; for 18..65536, ``choice`` on the user's call's own
+choice functions (:func:`own_choice_query`, the run's N a case; the rest
+is the aggregation-8 row's argument from the generator's text, since a
+``same`` query over 18..65536 cost 57 s of CPU); for each aggregation and
+postFreq of the runs, the rotation of the transfer of the program with
+them given, the N of those runs a case (:func:`run_rotation_queries`);
+the rotation of the ends, the mod-N identities and lowbit as above; the
+witness's distance in 0..N-1 at every step of each run; one turning query
+of the invariant with T, lowbit, highbit, the step's distance and the
+witness's slot (the block's place in its message, a function of the
+sender's offset) functions Z3 leaves free: each run's invariant is that
+one with the run's functions in their place, so it turns for every run;
+and each run's induction queries pinned at rank 0 (:func:`case_queries`).
+Argued (the all-gather's argument, run by run): a run's query that holds
+at rank 0 holds at every rank, since under the run's case the program's
+transfer (its rotation query), the ends and the invariant turn with the
+ranks. So every N of 2..65536 is in some run (``cases``), where every
+query of the induction holds at every rank for the program the run
+proves, which is the user's call's (``same``, or ``choice`` and the
+argument).
+
 Premises beyond the induction's: none; the options and the N range are the
-scope's. What stays bounded (postFreq above 2, N above 32 at postFreq 2,
+scope's. What stays bounded (postFreq above 2,
 several loops, a count above 1, the all-gather) is listed in docs/proofs.md.
 """
 
 from __future__ import annotations
+
+import functools
 
 import z3
 
@@ -121,8 +149,11 @@ POSTFREQ_2 = "nccl-pat.reduce_scatter-postfreq-2-exactly-once"
 OPTIONS = {
     "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, MAX_RANKS)),
     BELOW: ("reduce_scatter", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
-    POSTFREQ_2: ("reduce_scatter", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, 32)),
+    POSTFREQ_2: ("reduce_scatter", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, MAX_RANKS)),
 }
+#: the rows with :func:`cases` whose induction is decided at rank 0 and
+#: carried to every rank by :func:`run_rotation_queries` (module text)
+PINNED = (POSTFREQ_2,)
 
 
 def _entry(name: str) -> tuple:
@@ -175,7 +206,7 @@ def nccl_aggregation(n: int, post: int = 1) -> int:
     """aggFactor of NCCL 2.30's ``PatRSAlgorithm`` for n ranks at postFreq
     ``post``, restated: min(8 postFreq, the power of two at or above n / 2
     (integer division, at least 1))."""
-    return min(8 * post, int(_pow2_at_or_above(max(1, n // 2))))
+    return min(8 * post, 1 << (max(1, n // 2) - 1).bit_length())
 
 
 def _choice(name: str, n: int) -> tuple[int, int]:
@@ -190,17 +221,24 @@ def cases(name: str) -> tuple:
     """The row's case split: ``(lowest N, highest N, P, A, postFreq)`` runs
     of N with one power of two P at or above N, one aggregation A and one
     postFreq (:func:`_choice`), covering the row's N range; () for the
-    aggregation-8 row, whose invariant takes P as a term of N."""
+    aggregation-8 row, whose invariant takes P as a term of N. In a row
+    that reaches 65536 ranks, the last runs with the aggregation and
+    postFreq of N = 65536 are one run with P None: its invariant takes P as
+    a term of N, as the aggregation-8 row's."""
     low, high = _entry(name)[2]
     if _entry(name)[1]["aggregation"] is not None:
         return ()
     runs = []
     for n in range(low, high + 1):
-        key = (int(_pow2_at_or_above(n)), *_choice(name, n))
+        key = (1 << (n - 1).bit_length(), *_choice(name, n))
         if runs and runs[-1][2:] == key:
             runs[-1] = (runs[-1][0], n, *key)
         else:
             runs.append((n, n, *key))
+    if high == MAX_RANKS:
+        last = [r for r in runs if r[3:] == runs[-1][3:]]
+        if len(last) > 1 and runs[-len(last):] == last:
+            runs[-len(last):] = [(last[0][0], high, None, *runs[-1][3:])]
     return tuple(runs)
 
 
@@ -230,6 +268,12 @@ _WORDS = {"aggregation": "aggregation", "post": "postFreq"}
 
 def _runs(name: str, at: int) -> list:
     """Runs of N in the row's range with one value of :func:`_choice` item ``at``."""
+    return list(_runs_of(name, at, repr(_entry(name))))
+
+
+@functools.lru_cache(maxsize=64)
+def _runs_of(name: str, at: int, options: str) -> tuple:
+    """:func:`_runs` for the row's ``options`` (their text: the cache's key)."""
     out = []
     low, high = _entry(name)[2]
     for n in range(low, high + 1):
@@ -238,7 +282,7 @@ def _runs(name: str, at: int) -> list:
             out[-1] = (out[-1][0], n, v)
         else:
             out.append((n, n, v))
-    return out
+    return tuple(out)
 
 
 # -- NCCL's definitions, restated (module text) ------------------------------------------------
@@ -343,7 +387,7 @@ def distance(n, t, p=None, a=AGGREGATION, f=1):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, highbit=None, step_distance=None) -> Invariant:
+def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, highbit=None, step_distance=None, placement=None) -> Invariant:
     """The claim of the module text for the program of row ``name``, at
     aggregation ``a``, postFreq ``f`` and P = ``p`` (for N in p/2 + 1..p)
     if given, else P a term of N. It sees ranks and cells only through
@@ -351,7 +395,9 @@ def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, h
     of the step: what lets it turn with the ranks. ``timing(o)``,
     ``lowbit(o)``, ``highbit(d)`` and ``step_distance(s)``, if given, stand
     for T(o) (:func:`send_step`), lowbit, the highest set bit and
-    :func:`distance` (the turning query passes functions Z3 leaves free)."""
+    :func:`distance`, and ``placement(o)`` for the witness's slot at
+    postFreq ``f`` above 1 (:func:`place` of the sender's offset o) (the
+    turning query passes functions Z3 leaves free)."""
     lowbit = _low_bit if lowbit is None else lowbit
 
     def offset(n, r, c):
@@ -372,6 +418,8 @@ def invariant(name: str, p=None, a=AGGREGATION, f=1, timing=None, lowbit=None, h
         """The one slot that writes (r, c) at step s: on rank q = r -
         distance, the place of the block of q's offset c - q (slot 0 at postFreq 1)."""
         q = ix.wrap(r - (distance(n, s, p, a, f) if step_distance is None else step_distance(s)), n)
+        if placement is not None:
+            return q, placement(ix.wrap(c - q, n))
         return q, (0 * s if f == 1 else place(n, ix.wrap(c - q, n), p, a, f))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
@@ -388,6 +436,8 @@ def prove(name: str):
     postFreq constants in its invariant, after a query per run that the
     program of a call with only the row's chunk and count is that run's
     program for every N of the run (:func:`_same`)."""
+    from dataclasses import replace
+
     from .induction import queries, spec_check
     from .solver import Query, run_queries
 
@@ -411,24 +461,93 @@ def prove(name: str):
               z3.And(*(z3.Implies(case, z3.And(choice[0] == a, choice[1] == f)) for (_, _, _, a, f), case in zip(split, within)))),
     ]
     for (low, high, p, a, f), case in zip(split, within):
-        asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}"))
-    for (low, high, p, a, f), case in zip(split, within):
-        asked += [Query(f"{q.name} [N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}]", q.premises, q.claim, q.when, [*q.case, case])
-                  for q in queries(program(name, a, f), invariant(name, p, a, f))]
+        if p is None:  # the run of P a term of N: the program's own choice functions, as the aggregation-8 row (module text)
+            q = own_choice_query(user_program(name), a, f, scope(name))
+            asked.append(replace(q, name=f"{q.name} [N in {low}..{high}]", case=[*q.case, case]))
+        else:
+            asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}"))
+    if name in PINNED:
+        asked += run_rotation_queries(name)
+    for run in split:
+        asked += case_queries(name, run)
     return run_queries(asked)
 
 
-def distance_query(name: str):
+def _run_words(run) -> str:
+    low, high, p, a, f = run
+    return f"N in {low}..{high}: P {'= pow2_above(N)' if p is None else p}, aggregation {a}, postFreq {f}"
+
+
+def _within(run):
+    """The run's N bounds on the bit-vector N of the queries."""
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    return z3.And(n >= run[0], n <= run[1])
+
+
+def case_queries(name: str, run) -> list:
+    """The induction's queries for one run ``(low, high, P, A, postFreq)``
+    of :func:`cases`: on the program with the run's aggregation and
+    postFreq given, the invariant at its P (a term of N where None), A and
+    postFreq, the run's N bounds added to each query as a case; in a
+    :data:`PINNED` row each query's rank pinned to 0 (``Query.pin``)."""
+    from dataclasses import replace
+
+    from .induction import queries
+    from .nccl_pat_allgather import pinned
+
+    low, high, p, a, f = run
+    asked = [replace(q, case=[*q.case, _within(run)]) for q in queries(program(name, a, f), invariant(name, p, a, f))]
+    if name in PINNED:
+        return pinned(asked, _run_words(run) + ", ")
+    return [replace(q, name=f"{q.name} [{_run_words(run)}]") for q in asked]
+
+
+def run_rotation_queries(name: str) -> list:
+    """The lemmas that carry a :data:`PINNED` row's rank-0 queries to every
+    rank (module text), each on the programs and N of the runs it is
+    about: the rotation of the transfer of each run's program (one query
+    per aggregation and postFreq, the N of its runs a case), of the ends
+    and the arithmetic mod N (:mod:`collspec.proofs.nccl_pat_allgather`,
+    on the row's scope), the witness's distance in 0..N-1 at every step of
+    each run (:func:`distance_query`), and the turning of the invariant
+    with T, lowbit, highbit, the step's distance and the witness's slot
+    functions Z3 leaves free (one query for every run: the invariant of
+    each run is that one with the run's functions in their place)."""
+    from dataclasses import replace
+
+    from .nccl_pat_allgather import ends_rotation_query, invariant_turning_query, transfer_rotation_query, turning_queries
+
+    split = cases(name)
+    asked = []
+    for a, f in dict.fromkeys((a, f) for *_, a, f in split):
+        runs = [run for run in split if run[3:] == (a, f)]
+        spans = ", ".join(f"{lo}..{hi}" for lo, hi, *_ in runs)
+        q = transfer_rotation_query(name, made=program(name, a, f))
+        asked.append(replace(q, name=f"{q.name} [aggregation {a}, postFreq {f}: N in {spans}]", case=[*q.case, z3.Or(*(_within(run) for run in runs))]))
+    asked += [ends_rotation_query(name), *turning_queries(name), *(distance_query(name, run) for run in split)]
+    n, s = z3.Ints("N s")
+    free = {g: z3.Function(g, z3.IntSort(), z3.IntSort()) for g in ("highbit", "D", "place")}
+    asked.append(invariant_turning_query(
+        name, make=lambda t, lb: invariant(name, timing=t, lowbit=lb, highbit=free["highbit"], step_distance=free["D"], placement=free["place"]),
+        assumed=[0 <= free["D"](s), free["D"](s) < n],
+        words="T, lowbit, highbit, the step's distance D and the witness's slot any functions, D into 0..N-1"))
+    return asked
+
+
+def distance_query(name: str, run=None):
     """The witness's distance (:func:`distance`) of every step s of the
-    loop, 0 <= s < steps, is in 0..N-1, for every N of the row's scope."""
+    loop, 0 <= s < steps, is in 0..N-1, for every N of the row's scope; for
+    a ``run`` of :func:`cases`, at its P, aggregation and postFreq, on its
+    program's steps, for the N of the run (a case)."""
     from ..models.program import as_term, symbolic
     from .solver import Query
 
-    sym, v = symbolic(program(name))
+    p, a, f = (None, AGGREGATION, 1) if run is None else run[2:]
+    sym, v = symbolic(program(name) if run is None else program(name, a, f))
     n, s = v["N"], v["s"]
-    t = as_term(distance(n, s), n)
-    return Query("turning: the witness's distance at each step is in 0..N-1", scope(name).assertions(v) + [0 <= s, s < as_term(sym.steps(n), n)],
-                 z3.And(0 <= t, t < n))
+    t = as_term(distance(n, s, p, a, f), n)
+    return Query("turning: the witness's distance at each step is in 0..N-1" + ("" if run is None else f" [{_run_words(run)}]"),
+                 scope(name).assertions(v) + [0 <= s, s < as_term(sym.steps(n), n)], z3.And(0 <= t, t < n), (), () if run is None else [_within(run)])
 
 
 def rotation_queries(name: str) -> list:

@@ -412,16 +412,19 @@ def _back(a, r, n):
     return ix.wrap(a - r, n)
 
 
-def transfer_rotation_query(name: str = ROW, run=None) -> Query:
+def transfer_rotation_query(name: str = ROW, run=None, made=None) -> Query:
     """Rotation of the generator's transfer function, every N of the scope:
     rank r's transfer in slot j at step s is rank 0's turned by r (same
     activity and op; destination and cells those of rank 0, in 0..N-1, plus
     r mod N). With ``run``, on the program of that run of
     :func:`collspec.proofs.nccl_pat.cases` (its aggregation and postFreq
-    given; :func:`run_queries` adds the run as a case)."""
+    given; :func:`run_queries` adds the run as a case). ``made``, if given,
+    is the program asked about in place of the row's (a run's program of a
+    reduce-scatter row with cases)."""
     from ..models.program import Transfer, as_term, symbolic
 
-    _, made, within = _row(name, run)
+    _, own, within = _row(name, run)
+    made = own if made is None else made
     sym, v = symbolic(made)
     n, s, r, j = v["N"], v["s"], v["r"], v["j"]
     steps, width = (as_term(f(n), n) for f in (sym.steps, sym.width))

@@ -322,7 +322,7 @@ RLIMITS: dict[str, int] = {
     "nccl-tree.allreduce-two-channels-exactly-once": 850_000_000,  # 103,671,640
     "nccl-pat.reduce_scatter-exactly-once": 190_000_000,  # 23,379,008 (rank-0 pinned induction)
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)
-    "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 250_000_000,  # 30,395,903
+    "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 258_000_000,  # 32,231,631 (N up to 65536, rank-0 pinned induction)
     "nccl-pat.allgather-exactly-once": 670_000_000,  # 82,768,951 (N up to 65536)
     "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
     "nccl-pat.allgather-postfreq-2-exactly-once": 36_000_000,  # 4,414,485 (N up to 64)

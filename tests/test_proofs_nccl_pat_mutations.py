@@ -109,8 +109,8 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
     assert rows == {
         RS: "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1",
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
-        POSTFREQ_2: "all N in 2..32, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..32), "
-                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..32), chunk 2, count 1",
+        POSTFREQ_2: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..65536), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..65536), chunk 2, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
@@ -121,7 +121,7 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
         # each run's first and last N (the choice query covers every N of a run)
-        for n in (10, 17) if name == RS else sorted({n for lo, hi, *_ in proof.cases(name) for n in (lo, hi)}):
+        for n in (10, 17) if name == RS else sorted({n for lo, hi, p, *_ in proof.cases(name) for n in ((lo, hi) if p else (lo, 33, 40))}):
             fixed = rows[name].premises.fixed(n)
             post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
             assert fixed == {**options, "aggregation": options["aggregation"] or int(nccl_pat.nccl_aggregation(n, post)), "post": post}
@@ -129,8 +129,8 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
             # NCCL 2.30's own choice at the row's chunk and count (no aggregation or post given)
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=options["chunk"], count=options["count"]))
     for name in (BELOW, POSTFREQ_2):  # the program each run proves: the same schedules
-        for lo, hi, _, a, f in proof.cases(name):
-            for n in {lo, hi}:
+        for lo, hi, p, a, f in proof.cases(name):
+            for n in {lo, hi} if p else {lo, 40}:
                 assert _plain(proof.program(name, a, f).schedule(n)) == _plain(proof.program(name).schedule(n))
 
 
@@ -139,14 +139,20 @@ def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_an
     P, aggregation and postFreq (restated), equal to the generator's."""
     assert proof.cases(BELOW) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 1), (5, 5, 8, 2, 1), (6, 8, 8, 4, 1), (9, 9, 16, 4, 1))
     assert proof.cases(RS) == ()
+    # from 18 ranks on, one run with P a term of N (aggregation 16, postFreq 2 up to 65536)
+    assert proof.cases(POSTFREQ_2) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 2), (5, 5, 8, 2, 2), (6, 8, 8, 4, 2), (9, 9, 16, 4, 2),
+                                       (10, 16, 16, 8, 2), (17, 17, 32, 8, 2), (18, 65536, None, 16, 2))
+    edges = {v + e for b in range(17) for v in (1 << b,) for e in (-2, -1, 0, 1, 2)}  # where P, aggregation or postFreq can change
     for name in (BELOW, POSTFREQ_2):
         _, options, (low, high) = proof.OPTIONS[name]
         runs = proof.cases(name)
         assert [n for lo, hi, *_ in runs for n in range(lo, hi + 1)] == list(range(low, high + 1))
         for lo, hi, p, a, f in runs:
             for n in range(lo, hi + 1):
+                if n > 64 and n not in edges:
+                    continue
                 post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
-                assert (p, a, f) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, post)), post)
+                assert (p or int(nccl_pat.pow2_above(n)), a, f) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, post)), post)
     assert {a for *_, a, f in proof.cases(POSTFREQ_2) if f == 2} == {2, 4, 8, 16}
 
 
@@ -154,7 +160,7 @@ def test_the_restated_order_is_the_built_schedules():
     """The invariant's send order (T(o), each message's distance, each
     block's place in its message) against the messages the generator builds."""
     cases = [(RS, n, None, proof.AGGREGATION, 1) for n in (10, 17, 33)]
-    cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in range(lo, hi + 1)]
+    cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in (range(lo, hi + 1) if p else (18, 32, 33, 40, 64))]
     for name, n, p, a, f in cases:
         made = proof.program(name, *((a, f) if name != RS else ()))
         ranks = np.arange(n, dtype=np.int64)
@@ -251,7 +257,7 @@ def test_a_loop_without_its_one_message_scales_fails_the_postfreq_2_row(monkeypa
     deciding_only(monkeypatch, lambda name: name.startswith("end: "))
     result = row(POSTFREQ_2)
     assert result.status == FAILED and result.counterexample["N"] == 4
-    assert _failed_query(result) == ["end: after the last step every output cell holds exactly its collective's contributions [N in 4..4: P 4, aggregation 2, postFreq 2]"]
+    assert _failed_query(result) == ["end: after the last step every output cell holds exactly its collective's contributions [N in 4..4: P 4, aggregation 2, postFreq 2, r = 0]"]
 
 
 def test_runs_that_leave_out_an_n_fail_the_row_at_the_cover_query(monkeypatch):
@@ -269,9 +275,9 @@ def test_a_run_with_another_aggregation_than_the_generators_fails_the_choice_que
     prove another program than the one NCCL's options build: the choice
     query fails with an N of that run."""
     runs = proof.cases(POSTFREQ_2)
-    monkeypatch.setattr(proof, "cases", lambda name: tuple((lo, hi, p, 8 if (lo, hi) == (18, 32) else a, f) for lo, hi, p, a, f in runs))
+    monkeypatch.setattr(proof, "cases", lambda name: tuple((lo, hi, p, 8 if (lo, hi) == (18, 65536) else a, f) for lo, hi, p, a, f in runs))
     result = row(POSTFREQ_2)
-    assert result.status == FAILED and 18 <= result.counterexample["N"] <= 32
+    assert result.status == FAILED and 18 <= result.counterexample["N"] <= 65536
     assert _failed_query(result) == ["choice: in each run the generator's own aggregation and postFreq are the run's"]
 
 
@@ -315,7 +321,7 @@ def test_a_bug_only_in_the_users_call_inside_a_run_fails_the_below_10_row(monkey
 
 def test_the_generators_aggregation_off_inside_a_run_fails_the_postfreq_2_row_at_the_choice_query(monkeypatch):
     """nccl_aggregation giving 8 instead of 16 for N in 20..30 (inside the
-    run 18..32; a correct PAT schedule, but not NCCL's): the row names
+    run 18..65536; a correct PAT schedule, but not NCCL's): the row names
     NCCL's aggregation 16 there, so it fails at the choice query with such an N."""
     original = nccl_pat.nccl_aggregation
     monkeypatch.setattr(nccl_pat, "nccl_aggregation", lambda n, post: ix.where(ix.both(n >= 20, n <= 30), 8, original(n, post)))
