@@ -75,12 +75,12 @@ Proved vs argued. Z3 decides these queries:
    every P; lowbit's values at the offsets asked are taken in 0..N-1,
    which the lowbit query of 3 decides (on bit-vectors the same query with
    NCCL's T reached no verdict in 40 to 55 s of CPU a P from P = 32);
-4. ``cases``: every N in the scope has P/2 < N <= P = ``pow2_above(N)``
-   (the generator's own term) for one P of :data:`POWERS`;
-5. for each P, every query of the induction with the case
-   ``P/2 < N <= P and pow2_above(N) = P`` added (the program's P, delta
-   and shifts are then constants to the solver, the invariant's P the
-   number P) and the rank of the query pinned to 0: r = 0 for the queries
+4. ``cases``: every N in the scope lies in one of the ranges of
+   :data:`RANGES` (10..16384, 16385..32768 and 32769..65536);
+5. for each range, every query of the induction with the case
+   ``low <= N <= high`` added, the invariant's P the power of two at or
+   above N (restated in proofs/, a term of N: :func:`arrival` with no
+   ``p``), and the rank of the query pinned to 0: r = 0 for the queries
    about a cell (r, c), q = 0 for the three about one transfer of rank q
    (in-range, same-index, reads-data). The pin is carried in
    ``Query.pin``, apart from the case (``Query.case``, whose cover is 4):
@@ -109,12 +109,18 @@ turning on numbers too, at every step for N = 17 and 40.
 Why pinning pays: with r free, the solver meets the wrap-arounds mod N of
 the program and the invariant for every rank; at r = 0 the offset is the
 cell itself. Measured on z3-solver 5.4.1, 2 shared cores, CPU time of a
-case's queries: with r free, 3 s at P = 16, 14 s at 256, 25 s at 512,
-about 60 s at 1024 and 95 s at 4096, no verdict at 65536 (200 million
-units a check); pinned, 2 to 7 s a case from P = 16 to 4096, 12 to 16 s at
-8192, 18 s at 16384, 45 s at 32768 and 55 s at 65536 (the heaviest check
-83 million units). The whole row, 10..65536, takes about 140 s of CPU (its
-heaviest check 83 million units, at P = 65536), under ``--full`` only.
+case's queries: with r free and one case per power of two P (P a number),
+3 s at P = 16, 14 s at 256, 25 s at 512, about 60 s at 1024 and 95 s at
+4096, no verdict at 65536 (200 million units a check); pinned, 2 to 7 s a
+case from P = 16 to 4096, 12 to 16 s at 8192, 18 s at 16384, 45 s at
+32768 and 55 s at 65536 (the heaviest check 83 million units; 160 s for
+the row at load 1, 247 s at load 6). Pinned with P a term of N, a range
+of N at once costs less than its powers of two one by one (load 5 to 6):
+10..65536 in one range 94 s (unwritten-unchanged alone 52 s, 161 million
+units); 10..16384 29 s against about 95 s for its 11 powers (10..4096 and
+4097..16384 apart: 18 and 21 s); 16385..65536 52 s, 16385..32768 and
+32769..65536 apart 17 and 28 s, against 66 and 71 s for P = 32768 and
+65536 as numbers. Hence :data:`RANGES`.
 
 Premises beyond the induction's: none; the options and 10 <= N <= 65536 are
 the scope's. What stays bounded (N above 65536, postFreq 2 above 64 ranks,
@@ -171,7 +177,7 @@ from ..models import indexing as ix
 from ..models.generators import nccl_pat
 from ..models.program import BITVEC_WIDTH
 from .induction import Invariant
-from .nccl_pat import _log2, _low_bit, own_choice_query
+from .nccl_pat import _log2, _low_bit, _pow2_at_or_above, own_choice_query
 from .scope import Bound, Fixed, Scope
 from .solver import Query
 
@@ -198,8 +204,11 @@ OPTIONS = {
     BELOW: ("allgather", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
     POSTFREQ_2: ("allgather", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, POSTFREQ_2_HIGHEST)),
 }
-#: the powers of two at or above some N of the aggregation-8 row: one case each
+#: the powers of two at or above some N of the aggregation-8 row (:func:`case`: P a number)
 POWERS = tuple(1 << b for b in range((LOWEST - 1).bit_length(), HIGHEST.bit_length()))
+#: the row's cases: ranges of N, each decided at once with P a term of N
+#: (module text: the cost of each choice)
+RANGES = ((LOWEST, 16384), (16385, 32768), (32769, HIGHEST))
 
 
 def program(name: str = ROW, aggregation=None, post=None):
@@ -277,43 +286,58 @@ def position(delta: int, l):
     """The place of ``as`` = l (1 <= l < delta) in NCCL's ``nextAs`` walk,
     a pre-order walk of the bits below delta with the children in
     decreasing order: popcount(l) - 1 + delta - lowbit(l) - l."""
-    return _popcount(l, delta.bit_length() - 1) - 1 + delta - _low_bit(l) - l
+    return _position(delta, l, delta.bit_length() - 1)
 
 
-def _parts(p: int, o, a: int, f: int):
-    """Offset o's parts at P = p, aggregation a, postFreq f: (low part l,
-    high part i, scale exponent k of i = (2 m + 1) 2**k, m, log2 A, log2 q)
-    with q = A / f the messages of a step ``as``."""
+def _position(delta, l, bits: int):
+    """:func:`position` with popcount over ``bits`` low bits (l < delta <= 2**bits; delta may be a term)."""
+    return _popcount(l, bits) - 1 + delta - _low_bit(l) - l
+
+
+def _parts(p: int | None, o, a: int, f: int, n=None):
+    """Offset o's parts at aggregation a, postFreq f and P = p, or P of
+    ``n`` when p is None (:func:`collspec.proofs.nccl_pat._pow2_at_or_above`,
+    restated in proofs/; a term of N): (low part l, high part i, scale
+    exponent k of i = (2 m + 1) 2**k, m, log2 A, log2 q, delta, the bits
+    of delta's popcount) with q = A / f the messages of a step ``as``."""
     log_a, log_f = a.bit_length() - 1, f.bit_length() - 1
-    delta = p >> log_a
+    if p is not None:
+        delta = p >> log_a
+        log_delta = bits = delta.bit_length() - 1
+    else:
+        delta = ix.shift_right(_pow2_at_or_above(n), log_a)
+        log_delta, bits = _log2(delta), (HIGHEST >> log_a).bit_length() - 1
     l = o & (delta - 1)
-    i = ix.shift_right(o, delta.bit_length() - 1)
+    i = ix.shift_right(o, log_delta)
     k = _log2(_low_bit(ix.where(i == 0, 1, i)))
-    return l, i, k, ix.shift_right(i, k + 1), log_a, log_a - log_f
+    return l, i, k, ix.shift_right(i, k + 1), log_a, log_a - log_f, delta, bits
 
 
-def arrival(p: int, o, a: int = AGGREGATION, f: int = 1):
-    """T(o): the message of the loop that brings offset o, 1 <= o < p, for
-    the power of two p at or above N, aggregation ``a`` and postFreq ``f``
-    (module text): the one-message scales A/2 .. q first (scale 2**k in
-    message log2 A - 1 - k), then scale 2**k < q in its q / 2**(k+1)
-    messages of f blocks (block m in message m / f), then the steps ``as``
-    in ``nextAs`` order, q messages each (block i in message i / f)."""
-    l, i, k, m, log_a, log_q = _parts(p, o, a, f)
-    delta, log_f, q = p >> log_a, log_a - log_q, a >> (log_a - log_q)
+def arrival(p: int | None, o, a: int = AGGREGATION, f: int = 1, n=None):
+    """T(o): the message of the loop that brings offset o, 1 <= o < P, for
+    the power of two P at or above N (P = ``p`` when given: the invariant's
+    delta and shifts are then numbers; else P of ``n``, a term of N),
+    aggregation ``a`` and postFreq ``f`` (module text): the one-message
+    scales A/2 .. q first (scale 2**k in message log2 A - 1 - k), then
+    scale 2**k < q in its q / 2**(k+1) messages of f blocks (block m in
+    message m / f), then the steps ``as`` in ``nextAs`` order, q messages
+    each (block i in message i / f)."""
+    l, i, k, m, log_a, log_q, delta, bits = _parts(p, o, a, f, n)
+    log_f, q = log_a - log_q, a >> (log_a - log_q)
     many = ix.shift_right(q, k + 1) - (1 - log_f) + _shr(m, log_f)
     scale = many if log_f == 0 else ix.where(k < log_q, many, log_a - 1 - k)
-    steps_as = q - 1 + log_f + ix.shift_left(position(delta, l), log_q, like=o) + _shr(i, log_f)
+    steps_as = q - 1 + log_f + ix.shift_left(_position(delta, l, bits), log_q, like=o) + _shr(i, log_f)
     return ix.where(l == 0, scale, steps_as)
 
 
-def place(p: int, o, a: int = AGGREGATION, f: int = 1):
+def place(p: int | None, o, a: int = AGGREGATION, f: int = 1, n=None):
     """The place of offset o's block in its message (the slot that carries
     it, count 1): i mod f in a step ``as``, m mod f in a scale step of
-    several messages, m in a one-message scale step; 0 at postFreq 1."""
+    several messages, m in a one-message scale step; 0 at postFreq 1.
+    ``p`` and ``n`` as for :func:`arrival`."""
     if f == 1:
         return 0 * o
-    l, i, k, m, _, log_q = _parts(p, o, a, f)
+    l, i, k, m, _, log_q, _, _ = _parts(p, o, a, f, n)
     return ix.where(l == 0, ix.where(k < log_q, m & (f - 1), m), i & (f - 1))
 
 
@@ -324,22 +348,21 @@ def _shr(v, bits: int):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(p: int, name: str = ROW, timing=None, lowbit=None, a: int = AGGREGATION, f: int = 1, placing=None) -> Invariant:
+def invariant(p: int | None, name: str = ROW, timing=None, lowbit=None, a: int = AGGREGATION, f: int = 1, placing=None) -> Invariant:
     """The claim of the module text, for the power of two ``p`` at or above N
-    (one case of the row), aggregation ``a`` and postFreq ``f``. It sees
-    ranks and cells only through equalities (k = c, x = c) and the offset
-    c - r mod N, and its witness is r plus a function of that offset, in
-    the slot of a function of that offset: what lets it turn with the ranks
-    (module text). ``timing(o)``, if given, stands for T(o) (:func:`arrival`
-    at ``p``): the turning query passes a function Z3 leaves free, and
-    ``lowbit`` and ``placing`` (:func:`place`) likewise."""
-    timing = (lambda o: arrival(p, o, a, f)) if timing is None else timing
-    placing = (lambda o: place(p, o, a, f)) if placing is None else placing
+    (one case of the row), or P a term of N when ``p`` is None (a range of
+    N), aggregation ``a`` and postFreq ``f``. It sees ranks and cells only
+    through equalities (k = c, x = c) and the offset c - r mod N, and its
+    witness is r plus a function of that offset, in the slot of a function
+    of that offset: what lets it turn with the ranks (module text).
+    ``timing(o)``, if given, stands for T(o) (:func:`arrival` at ``p``):
+    the turning query passes a function Z3 leaves free, and ``lowbit`` and
+    ``placing`` (:func:`place`) likewise."""
     lowbit = _low_bit if lowbit is None else lowbit
 
     def arrived(n, s, r, c):
         o = _back(c, r, n)
-        return ix.either(o == 0, timing(o) < s)
+        return ix.either(o == 0, (arrival(p, o, a, f, n) if timing is None else timing(o)) < s)
 
     def holds(n, s, r, c, x, k):
         return ix.both(k == c, x == c, arrived(n, s, r, c))
@@ -351,7 +374,7 @@ def invariant(p: int, name: str = ROW, timing=None, lowbit=None, a: int = AGGREG
         """The slot of offset o's place on rank r + lowbit(o): the one that
         brings offset o (slot 0 at postFreq 1)."""
         o = _back(c, r, n)
-        return _forward(r, lowbit(o), n), (0 * s if f == 1 else placing(o))
+        return _forward(r, lowbit(o), n), (0 * s if f == 1 else (place(p, o, a, f, n) if placing is None else placing(o)))
 
     return Invariant(defined=defined, holds=holds, writer=witness, source=witness, premises=premises(name))
 
@@ -362,12 +385,17 @@ def case(n, p: int) -> list:
     return [n > p // 2, n <= p, nccl_pat.pow2_above(n) == p]
 
 
+def range_case(n, low: int, high: int) -> list:
+    """Case ``low`` <= N <= ``high`` of the row (one of :data:`RANGES`)."""
+    return [n >= low, n <= high]
+
+
 def cover_query() -> Query:
-    """The cases of :data:`POWERS` cover the scope."""
+    """The cases of :data:`RANGES` cover the scope."""
     n = z3.BitVec("N", BITVEC_WIDTH)
     domain = scope().assertions({"N": n})
-    return Query(f"cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in {POWERS[0]}..{POWERS[-1]}",
-                 domain, z3.Or(*[z3.And(*case(n, p)) for p in POWERS]))
+    return Query(f"cases: every N of the scope is in one of the ranges {', '.join(f'{low}..{high}' for low, high in RANGES)}",
+                 domain, z3.Or(*[z3.And(*range_case(n, low, high)) for low, high in RANGES]))
 
 
 def _bv(name: str):
@@ -400,6 +428,16 @@ def case_queries(p: int, name: str = ROW) -> list:
 
     here = case(_bv("N"), p)
     return pinned([replace(query, case=[*query.case, *here]) for query in queries(program(name), invariant(p, name))], f"P = {p}, ")
+
+
+def range_queries(low: int, high: int, name: str = ROW) -> list:
+    """Every query of the induction with the invariant's P a term of N
+    (``invariant(None)``), the case ``low`` <= N <= ``high`` added, and the
+    rank of the query rotated to 0 as in :func:`case_queries`."""
+    from .induction import queries
+
+    here = range_case(_bv("N"), low, high)
+    return pinned([replace(query, case=[*query.case, *here]) for query in queries(program(name), invariant(None, name))], f"N in {low}..{high}, ")
 
 
 def _forward(a, r, n):
@@ -616,7 +654,7 @@ def runs_turning_queries(name: str) -> list:
 
 def prove(name: str = ROW):
     """The row: the spec's postcondition check, the cover, the choice, the
-    turning lemmas, then the induction's queries for each P (each run, for
+    turning lemmas, then the induction's queries for each range of N (each run, for
     a row with NCCL's choice: :func:`run_queries`), each check within the
     row's resource limit (``proofs.suite.RLIMITS``)."""
     from .induction import spec_check
@@ -627,4 +665,4 @@ def prove(name: str = ROW):
         return decide_all([spec_check(collective), runs_choice_query(name), runs_cover_query(name), *runs_turning_queries(name),
                            *(q for run in _runs(name) for q in run_queries(name, run))])
     return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
-                       *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
+                       *rotation_queries(name), *(q for low, high in RANGES for q in range_queries(low, high, name))])

@@ -78,11 +78,13 @@ class Query:
     case proves, as a query, that its cases cover the scope.
 
     ``pin`` fixes variables that are not scope variables at one value (a
-    rank r = 0), added like ``when``. It is justified by lemmas of the row
-    that sets it, not by a cover: the row proves as queries that the
-    program, the ends and the invariant turn with the ranks, and its module
-    text states the argument that carries the pinned query to every value
-    (:mod:`collspec.proofs.nccl_pat_allgather`)."""
+    rank r = 0) or in one range (the cells of one channel), added like
+    ``when``. It is justified by lemmas of the row that sets it, not by a
+    cover: the row proves as queries that the program, the ends and the
+    invariant turn with the ranks (or that one channel is another renamed),
+    and its module text states the argument that carries the pinned query
+    to every value (:mod:`collspec.proofs.nccl_pat_allgather`,
+    :mod:`collspec.proofs.nccl_tree_allreduce`)."""
 
     name: str
     premises: Sequence[z3.BoolRef]

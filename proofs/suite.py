@@ -191,7 +191,7 @@ def suite(full: bool = False) -> list[Proof]:
                for collective in nccl_ring_loops.PROOFS]
     proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
                      lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
-    if full:  # ~15 s and ~150 s of CPU: only under --full
+    if full:  # ~25 s and ~30 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
     if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~140 s (N >= 10), ~10-13 s (N 2..9), ~22-26 s (postFreq 2, N <= 64): only under --full
@@ -319,11 +319,11 @@ RLIMITS: dict[str, int] = {
     "bfloat16.identical-bits": 10_000_000,  # 2,114
     "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
     "nccl-tree.allreduce-one-channel-exactly-once": 650_000_000,  # 77,649,417
-    "nccl-tree.allreduce-two-channels-exactly-once": 850_000_000,  # 103,671,640
+    "nccl-tree.allreduce-two-channels-exactly-once": 310_000_000,  # 38,306,889 (channel 0's cells, channel 1 by the renaming lemmas)
     "nccl-pat.reduce_scatter-exactly-once": 190_000_000,  # 23,379,008 (rank-0 pinned induction)
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)
     "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 258_000_000,  # 32,231,631 (N up to 65536, rank-0 pinned induction)
-    "nccl-pat.allgather-exactly-once": 670_000_000,  # 82,768,951 (N up to 65536)
+    "nccl-pat.allgather-exactly-once": 430_000_000,  # 53,609,811 (N up to 65536, three ranges of N with P a term of N)
     "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
     "nccl-pat.allgather-postfreq-2-exactly-once": 36_000_000,  # 4,414,485 (N up to 64)
     "lower-bound.ring": 30_000_000,  # 2,797,915

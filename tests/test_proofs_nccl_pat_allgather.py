@@ -4,8 +4,8 @@ against the built schedule, the cover of its cases, and bugs planted in
 nccl-pat's all-gather from N = 17 that fail the row with a counterexample
 while the per-N checks up to 16 pass, one of them on rank 1 alone (the
 queries are pinned to rank 0; the rotation lemma must catch it). The planted-bug tests build the
-whole row and decide, under Z3, the queries of the case where the bug first shows (P = 32):
-the unchanged program's proof is ``collspec prove --full``'s."""
+whole row, with its first range of N 10..32 (the same cover), and decide under Z3 only the query
+where the bug shows: the unchanged program's proof is ``collspec prove --full``'s."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ ROW = proof.ROW
 ORIGINAL_NEXT_AS = nccl_pat.next_as
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 OPTIONS = proof.OPTIONS[ROW][1]
+#: the row's ranges with 10..32 first: the same cover (the cover query still
+#: decides it), so a bug from N = 17 fails the first, cheap range
+SMALL_FIRST = ((10, 32), (33, 16384), *proof.RANGES[1:])
 
 
 def row():
@@ -43,6 +46,7 @@ def test_the_row_is_full_only_with_its_options_and_range_in_the_scope():
     assert found.scope == "all N in 10..65536, aggregation 8, postFreq 1, chunk 1, count 1"
     assert ROW not in [p.name for p in suite()]
     assert proof.POWERS == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+    assert proof.RANGES == ((10, 16384), (16385, 32768), (32769, 65536))
 
 
 def test_the_proved_program_is_the_generators_at_the_scope_options():
@@ -66,6 +70,7 @@ def test_the_restated_order_is_the_built_schedules():
             src, dst, c = (np.asarray(getattr(step, f), dtype=np.int64) for f in ("src", "dst", "dst_chunk"))
             o = (c - dst) % n
             assert (proof.arrival(p, o) == t).all(), (n, t)
+            assert (proof.arrival(None, o, np.int64(n)) == t).all(), (n, t)  # P a term of N, as the row's ranges ask
             assert (src == (dst + (o & -o)) % n).all(), (n, t)
             arrived |= set(zip(dst.tolist(), c.tolist()))
         assert arrived == {(r, c) for r in range(n) for c in range(n) if r != c}
@@ -82,11 +87,11 @@ def test_the_position_is_nccls_next_as_walk():
 def test_the_cases_cover_the_scope_and_a_missing_case_is_found(monkeypatch):
     with within(Row(ROW, proof.scope(), 10_000_000)):
         assert decide(proof.cover_query()).status == PROVED
-    monkeypatch.setattr(proof, "POWERS", tuple(p for p in proof.POWERS if p != 64))
+    monkeypatch.setattr(proof, "RANGES", ((10, 16384), (16386, 32768), (32769, 65536)))
     with within(Row(ROW, proof.scope(), 10_000_000)):
         result = decide(proof.cover_query())
     assert result.status == FAILED and result.reason == "counterexample"
-    assert 33 <= result.counterexample["N"] <= 64
+    assert result.counterexample["N"] == 16385
 
 
 def child_before_parent_from_17(p, delta):
@@ -112,13 +117,14 @@ def next_block_at_the_first_scale_step_from_17(collective, aggregation=None, chu
 
 def test_a_child_sent_before_its_parent_from_17_fails_the_row(monkeypatch):
     monkeypatch.setattr(nccl_pat, "next_as", child_before_parent_from_17)
+    monkeypatch.setattr(proof, "RANGES", SMALL_FIRST)
     for n in range(10, 17):
         assert check(generate("nccl-pat", "allgather", n, **OPTIONS)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-pat", "allgather", 17, **OPTIONS)).ok
-    failing = "reads-data: a transfer reads a cell holding data, and a reduce adds into one [P = 32, q = 0]"
+    failing = "reads-data: a transfer reads a cell holding data, and a reduce adds into one [N in 10..32, q = 0]"
     passed_over = deciding_only(monkeypatch, lambda name: name == failing)
     result = row()
-    assert "cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in 16..65536" in passed_over
+    assert "cases: every N of the scope is in one of the ranges 10..32, 33..16384, 16385..32768, 32769..65536" in passed_over
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
     assert _failed_query(result) == [failing]
@@ -126,13 +132,14 @@ def test_a_child_sent_before_its_parent_from_17_fails_the_row(monkeypatch):
 
 def test_the_next_block_at_the_first_scale_step_from_17_fails_the_row(monkeypatch):
     monkeypatch.setattr(nccl_pat, "pat_program", next_block_at_the_first_scale_step_from_17)
+    monkeypatch.setattr(proof, "RANGES", SMALL_FIRST)
     for n in range(10, 17):
         assert check(generate("nccl-pat", "allgather", n, **OPTIONS)).ok
     assert not check(generate("nccl-pat", "allgather", 17, **OPTIONS)).ok
-    failing = "keeps-arrivals: after the step the cell holds data and what arrived [P = 32, r = 0]"
+    failing = "keeps-arrivals: after the step the cell holds data and what arrived [N in 10..32, r = 0]"
     passed_over = deciding_only(monkeypatch, lambda name: name == failing)
     result = row()
-    assert "cases: every N of the scope has P/2 < N <= P = pow2_above(N) for one P in 16..65536" in passed_over
+    assert "cases: every N of the scope is in one of the ranges 10..32, 33..16384, 16385..32768, 32769..65536" in passed_over
     assert result.status == FAILED and result.reason == "counterexample"
     assert 17 <= result.counterexample["N"] <= 32
     assert _failed_query(result) == [failing]
@@ -153,14 +160,14 @@ def rank_one_off_from_17(collective, aggregation=None, chunk=None, count=None, p
 
 
 def test_the_rank_queries_are_pinned_to_rank_0_and_named_so():
-    made = proof.case_queries(16)
-    names = [q.name for q in made]
-    assert len(names) == 13
-    # the pin is carried apart from the cases (whose contract is the cover query's)
-    assert all(len(q.pin) == 1 and str(q.pin[0]) in ("r == 0", "q == 0") for q in made)
-    assert all(not any(str(c) in ("r == 0", "q == 0") for c in q.case) for q in made)
-    assert sum(name.endswith("[P = 16, q = 0]") for name in names) == 3
-    assert sum(name.endswith("[P = 16, r = 0]") for name in names) == 10
+    for made, words in ((proof.case_queries(16), "P = 16"), (proof.range_queries(10, 16384), "N in 10..16384")):
+        names = [q.name for q in made]
+        assert len(names) == 13
+        # the pin is carried apart from the cases (whose contract is the cover query's)
+        assert all(len(q.pin) == 1 and str(q.pin[0]) in ("r == 0", "q == 0") for q in made)
+        assert all(not any(str(c) in ("r == 0", "q == 0") for c in q.case) for q in made)
+        assert sum(name.endswith(f"[{words}, q = 0]") for name in names) == 3
+        assert sum(name.endswith(f"[{words}, r = 0]") for name in names) == 10
 
 
 def test_the_rotation_lemmas_hold_and_a_turned_rank_bug_fails_them(monkeypatch):

@@ -82,7 +82,7 @@ def test_down_phase_one_step_late_from_17_fails_the_one_channel_row(monkeypatch)
     for n in (2, 9, 16):
         assert check(generate("nccl-tree", "allreduce", n, **options)).ok  # the per-N check up to 16 cannot see it
     assert not check(generate("nccl-tree", "allreduce", 17, **options)).ok
-    failing = "writer: the invariant's witness writes the cell whenever any slot does [otherwise]"
+    failing = "writer: the invariant's witness writes the cell whenever any slot does"
     deciding_only(monkeypatch, lambda name: name == failing)
     result = row("one-channel")
     assert result.status == FAILED and result.counterexample["N"] >= 17
@@ -97,9 +97,60 @@ def test_tree_1_label_bug_from_17_fails_only_the_two_channel_row(monkeypatch):
     for n in (3, 15):
         assert check(generate("nccl-tree", "allreduce", n, **two)).ok
     assert not check(generate("nccl-tree", "allreduce", 17, **two)).ok
-    failing = "adds-new: a reduce brings nothing the cell already holds [otherwise]"  # channel 1, odd N
+    failing = "channel 1: slot j + chunk x 3 of tree 1's rank of label y is slot j of rank y, destination renamed, cells one part on [odd N, up]"
     deciding_only(monkeypatch, lambda name: name == failing)
     result = row("two-channels")
     assert result.status == FAILED
     assert result.counterexample["N"] >= 17 and result.counterexample["N"] % 2 == 1
     assert [q for q, status, _ in result.queries if status == FAILED] == [failing]
+
+
+def _decide_only(name, prefix, query_name):
+    """Decide the two-channel row's lemma ``query_name`` alone (its row's scope and limit)."""
+    from collspec.proofs.solver import Row, decide, within
+
+    (proof,) = [p for p in suite(full=True) if p.name == nccl_tree_allreduce.row(name)]
+    (query,) = [q for q in nccl_tree_allreduce.channel_queries(name) if q.name.startswith(prefix) and q.name.endswith(query_name)]
+    with within(Row(proof.name, proof.premises, proof.rlimit)):
+        return decide(query)
+
+
+def test_the_two_channel_row_asks_channel_0_cells_and_carries_them_to_channel_1():
+    one, two = (nccl_tree_allreduce.induction_queries(name) for name in ("one-channel", "two-channels"))
+    assert nccl_tree_allreduce.channel_queries("one-channel") == [] and not [q for q in one if q.pin]
+    pinned = [q for q in two if q.pin]
+    assert {q.name.split(":")[0] for q in pinned} == {"copy-alone", "disjoint-writers", "adds-new", "keeps-arrivals", "reduce-keeps", "writer",
+                                                      "unwritten-unchanged", "nothing-else"}
+    assert all(q.name.endswith("[channel 0: c < 2]") and [str(p) for p in q.pin] == ["c < 2"] for q in pinned)
+    assert {q.name.split(":")[0] for q in two if not q.pin} == {"in-range", "same-index", "reads-data", "base", "end"}
+    lemmas = [q.name for q in nccl_tree_allreduce.channel_queries("two-channels")]
+    assert [n.split(":")[0] for n in lemmas] == ["channels", "renaming", "renaming"] + ["channel 1"] * 6
+    assert [n.rsplit("[", 1)[1] for n in lemmas[3:]] == ["even N, up]", "even N, child 0]", "even N, child 1]", "odd N, up]", "odd N, child 0]",
+                                                         "otherwise]"]
+
+
+def test_tree_1_label_bug_from_17_fails_the_channel_1_lemma(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "to_rank", tree_1_mirrored_for_odd_n_from_17)
+    outcome = _decide_only("two-channels", "channel 1", "[odd N, up]")
+    assert outcome.status == FAILED and outcome.reason == "counterexample"
+    assert outcome.counterexample["N"] >= 17 and outcome.counterexample["N"] % 2 == 1
+
+
+def channel_0_copies_into_channel_1_from_17(**options):
+    """nccl-tree's program whose channel-0 copies down (slots 1 and 2) land
+    in channel 1's cells (one part on) when N >= 17."""
+    made = ORIGINAL_PROGRAM(**options)
+
+    def transfer(n, s, r, j):
+        t = made.transfer(n, s, r, j)
+        bad = ix.both(n >= 17, j >= 1, j < nccl_tree.ROLES)
+        return dataclasses.replace(t, src_chunk=ix.where(bad, t.src_chunk + 2, t.src_chunk), dst_chunk=ix.where(bad, t.dst_chunk + 2, t.dst_chunk))
+
+    return dataclasses.replace(made, transfer=transfer)
+
+
+def test_a_copy_into_the_other_channel_from_17_fails_the_channels_lemma(monkeypatch):
+    monkeypatch.setattr(nccl_tree, "tree_program", channel_0_copies_into_channel_1_from_17)
+    outcome = _decide_only("two-channels", "channels", "")
+    assert outcome.status == FAILED and outcome.reason == "counterexample"
+    assert outcome.counterexample["N"] >= 17 and outcome.counterexample["j"] in (1, 2)
