@@ -70,7 +70,7 @@ def test_the_restated_order_is_the_built_schedules():
             src, dst, c = (np.asarray(getattr(step, f), dtype=np.int64) for f in ("src", "dst", "dst_chunk"))
             o = (c - dst) % n
             assert (proof.arrival(p, o) == t).all(), (n, t)
-            assert (proof.arrival(None, o, np.int64(n)) == t).all(), (n, t)  # P a term of N, as the row's ranges ask
+            assert (proof.arrival(None, o, n=np.int64(n)) == t).all(), (n, t)  # P a term of N, as the row's ranges ask
             assert (src == (dst + (o & -o)) % n).all(), (n, t)
             arrived |= set(zip(dst.tolist(), c.tolist()))
         assert arrived == {(r, c) for r in range(n) for c in range(n) if r != c}
