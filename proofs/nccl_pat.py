@@ -448,7 +448,7 @@ def prove(name: str):
         from .nccl_pat_allgather import pinned
 
         return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
-                            *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
+                            chosen_same_query(name), *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = _entry(name)[1]
@@ -464,6 +464,7 @@ def prove(name: str):
         if p is None:  # the run of P a term of N: the program's own choice functions, as the aggregation-8 row (module text)
             q = own_choice_query(user_program(name), a, f, scope(name))
             asked.append(replace(q, name=f"{q.name} [N in {low}..{high}]", case=[*q.case, case]))
+            asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}", chosen=True))
         else:
             asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}"))
     if name in PINNED:
@@ -564,6 +565,19 @@ def rotation_queries(name: str) -> list:
                                     words="T, lowbit, highbit and the step's distance D any functions, D into 0..N-1")]
 
 
+def chosen_same_query(name: str):
+    """For a row with the aggregation and postFreq given (no :func:`cases`):
+    :func:`_same` with ``chosen``, over the row's whole scope: the user's
+    call's program, its own choice terms replaced by the row's aggregation
+    and postFreq (which its ``choice`` query decides they are), is the
+    row's program at every N, step, rank and slot."""
+    o = _entry(name)[1]
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    low, high = _entry(name)[2]
+    return _same(name, o["aggregation"], o["post"], scope(name).assertions({"N": n}), z3.And(n >= low, n <= high),
+                 f"N in {low}..{high}: aggregation {o['aggregation']}, postFreq {o['post']}", chosen=True)
+
+
 def own_choice_query(made, aggregation: int, post: int, within: Scope):
     """The query that, for every N of ``within``, the program ``made`` (a
     user's call: aggregation and postFreq left to the generator) chooses
@@ -581,18 +595,36 @@ def own_choice_query(made, aggregation: int, post: int, within: Scope):
                  within.assertions({"N": n}), z3.And(agg == aggregation, pf == post))
 
 
-def _same(name: str, a: int, f: int, premises: list, case, words: str):
+def _same(name: str, a: int, f: int, premises: list, case, words: str, chosen: bool = False):
     """The query that, for N in ``case``, the program the row's options
     build (no aggregation or postFreq given: the generator's own choice,
     what a user's call with the row's chunk and count runs) is the run's
     program (aggregation ``a``, postFreq ``f`` given): the same steps,
     width, cells and link capacity, and at every step, rank and slot the
-    same transfer (active alike; where active, the same peer, cells and op)."""
+    same transfer (active alike; where active, the same peer, cells and op).
+
+    ``chosen``: the user's program's terms with its own choice terms
+    (``Program.choices``, the very ``agg(N)`` and ``pf(N)`` terms its
+    functions build) replaced by ``a`` and ``f`` (``z3.substitute``), for a
+    row whose ``choice`` query (:func:`own_choice_query`) decides that
+    those terms are ``a`` and ``f`` at every N of ``case``: where they are,
+    the replaced terms have the user's program's values (the one
+    meta-step: replacing a subterm by an equal value keeps a term's
+    value). The solver then compares the two programs without
+    re-deriving NCCL's choice at every point (a fraction of a second
+    where the full query over 18..65536 took 57 s of CPU); any code the
+    user's call runs that the given program does not (a branch on the
+    options being None) is still compared, at every N, step, rank and slot."""
     from ..models.program import as_term, symbolic
     from .solver import Query
 
     (built, v), (given, _) = symbolic(user_program(name)), symbolic(program(name, a, f))
     n, s, r, j = v["N"], v["s"], v["r"], v["j"]
+    pairs = [(as_term(built.choices[k](n), n), as_term(value, n)) for k, value in (("aggregation", a), ("post", f))] if chosen else []
+    pairs = [(x, y) for x, y in pairs if not x.eq(y)]
+
+    def replaced(term):
+        return z3.substitute(term, *pairs) if pairs and not isinstance(term, bool) else term
 
     def shape(made):
         return [as_term(g(n), n) for g in (made.steps, made.width, made.chunks, *((made.link_capacity,) if made.link_capacity else ()))]
@@ -601,11 +633,12 @@ def _same(name: str, a: int, f: int, premises: list, case, words: str):
         t = made.transfer(n, s, r, j)
         return [as_term(x, n) for x in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)]
 
-    mine, theirs = transfer(built), transfer(given)
+    mine, theirs = [replaced(x) for x in transfer(built)], transfer(given)
     steps, width = as_term(given.steps(n), n), as_term(given.width(n), n)
+    how = " (its own aggregation and postFreq terms replaced by the run's, as choice decides them)" if chosen else ""
     return Query(
-        f"same: the program NCCL's options build is the run's [{words}]",
+        f"same: the program NCCL's options build is the run's{how} [{words}]",
         [*premises, 0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
-        z3.And(*(x == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
+        z3.And(*(replaced(x) == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
                z3.Implies(theirs[0], z3.And(*(x == y for x, y in zip(mine[1:], theirs[1:]))))),
         (), [case])

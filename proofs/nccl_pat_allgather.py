@@ -171,7 +171,7 @@ from ..models import indexing as ix
 from ..models.generators import nccl_pat
 from ..models.program import BITVEC_WIDTH
 from .induction import Invariant
-from .nccl_pat import _log2, _low_bit, own_choice_query
+from .nccl_pat import _log2, _low_bit, chosen_same_query, own_choice_query
 from .scope import Bound, Fixed, Scope
 from .solver import Query
 
@@ -626,5 +626,5 @@ def prove(name: str = ROW):
     if name != ROW:
         return decide_all([spec_check(collective), runs_choice_query(name), runs_cover_query(name), *runs_turning_queries(name),
                            *(q for run in _runs(name) for q in run_queries(name, run))])
-    return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
+    return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), chosen_same_query(name), cover_query(),
                        *rotation_queries(name), *(q for p in POWERS for q in case_queries(p, name))])
