@@ -42,13 +42,16 @@ and one query (``choice``, :func:`own_choice_query`) that the program of
 a call with only chunk 1 and count 1 (:func:`user_program`) chooses
 aggregation 8 and postFreq 1 with its own choice functions
 (``Program.choices``: the ``agg`` and ``pf`` its steps, width and
-transfers call) for every N of the row. Argued from the generator's text,
-not a query: ``pat_program`` reads the two options only to validate them
-(8 and 1 pass) and through ``agg`` and ``pf`` (given or not, the built
-programs differ only in ``meta``), so the user's call's program is the
-same code on the same values as the proved one. (The full equality of the
-two transfer functions, as the runs below decide it, cost about 34 s of
-CPU for this row.) Each query of that induction is decided at rank 0: r
+transfers call) for every N of the row, and one (``same``,
+:func:`chosen_same_query`) that the user's call's program, those two
+choice terms replaced by 8 and 1, is the program with them given: the
+same steps, width and cells and the same transfer at every N, step, rank
+and slot, so any code a call without aggregation and postFreq runs that
+the given program does not is compared too. The one step that is not a
+query: a term with a subterm replaced by a value equals the term wherever
+the subterm has that value (which ``choice`` decides). (The full equality
+of the two transfer functions, without that replacement, cost about 34 s
+of CPU for this row; with it, under a second.) Each query of that induction is decided at rank 0: r
 = 0, or q = 0 for the three about one transfer of rank q (in-range,
 same-index, reads-data), carried in ``Query.pin``. The lemmas that carry
 it to every rank are the all-gather's
@@ -97,9 +100,10 @@ are those of the row below 10 up to N = 17, then one run N in 18..65536
 at aggregation 16, postFreq 2 with P a term of N (:func:`cases`). Proved
 (Z3), besides ``cases`` and ``choice`` as above: for each run up to 17,
 ``same`` as above; for 18..65536, ``choice`` on the user's call's own
-choice functions (:func:`own_choice_query`, the run's N a case; the rest
-is the aggregation-8 row's argument from the generator's text, since a
-``same`` query over 18..65536 cost 57 s of CPU); for each aggregation and
+choice functions (:func:`own_choice_query`, the run's N a case) and
+``same`` with those choice terms replaced by 16 and 2, as the
+aggregation-8 row (a ``same`` query without the replacement cost 57 s of
+CPU over 18..65536); for each aggregation and
 postFreq of the runs, the rotation of the transfer of the program with
 them given, the N of those runs a case (:func:`run_rotation_queries`);
 the rotation of the ends, the mod-N identities and lowbit as above; the
@@ -114,8 +118,8 @@ at rank 0 holds at every rank, since under the run's case the program's
 transfer (its rotation query), the ends and the invariant turn with the
 ranks. So every N of 2..65536 is in some run (``cases``), where every
 query of the induction holds at every rank for the program the run
-proves, which is the user's call's (``same``, or ``choice`` and the
-argument).
+proves, which is the user's call's (``same``; for 18..65536 ``choice``
+and ``same`` on the replaced terms).
 
 Premises beyond the induction's: none; the options and the N range are the
 scope's. What stays bounded (postFreq above 2,
