@@ -88,3 +88,21 @@ def test_the_users_call_is_the_proved_program_on_the_generators_code(monkeypatch
     assert result.ok, result.message
     decided = [name for name, status, _ in result.queries if name.startswith("same:") and name not in passed]
     assert len(decided) == 1 and "replaced by the run's" in decided[0]
+
+
+def test_a_choice_branch_bug_at_one_n_of_the_top_run_fails_with_that_n(monkeypatch):
+    """The bug of the test above only at N = 40000 (far past what a schedule
+    can be built and checked for): the postFreq-2 row's same query on the
+    run 18..65536 fails with exactly that N."""
+
+    def at_40000(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+        made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+        if aggregation is not None or post is not None:
+            return made
+        return dataclasses.replace(made, transfer=lambda n, s, r, j: (lambda t: dataclasses.replace(
+            t, dst=ix.where(n == 40000, ix.wrap(t.dst + 1, n), t.dst)))(made.transfer(n, s, r, j)))
+
+    monkeypatch.setattr(nccl_pat, "pat_program", at_40000)
+    result, _ = _prove_deciding_same(monkeypatch, proof.POSTFREQ_2)
+    assert result.status == FAILED and result.counterexample["N"] == 40000
+    assert "18..65536" in result.queries[-1][0]
