@@ -609,12 +609,12 @@ def _same(name: str, a: int, f: int, premises: list, case, words: str, chosen: b
 
     ``chosen``: the user's program's terms with its own choice terms
     (``Program.choices``, the very ``agg(N)`` and ``pf(N)`` terms its
-    functions build) replaced by ``a`` and ``f`` (``z3.substitute``), for a
-    row whose ``choice`` query (:func:`own_choice_query`) decides that
-    those terms are ``a`` and ``f`` at every N of ``case``: where they are,
-    the replaced terms have the user's program's values (the one
-    meta-step: replacing a subterm by an equal value keeps a term's
-    value). The solver then compares the two programs without
+    functions build) replaced by ``a`` and ``f`` (``z3.substitute``), and
+    the claim that those choice terms are ``a`` and ``f`` at every N of
+    ``case`` (as :func:`own_choice_query`, here on the same built
+    program): where they are, the replaced terms have the user's
+    program's values (the one meta-step: replacing a subterm by an equal
+    value keeps a term's value). The solver then compares the two programs without
     re-deriving NCCL's choice at every point (a fraction of a second
     where the full query over 18..65536 took 57 s of CPU); any code the
     user's call runs that the given program does not (a branch on the
@@ -643,6 +643,6 @@ def _same(name: str, a: int, f: int, premises: list, case, words: str, chosen: b
     return Query(
         f"same: the program NCCL's options build is the run's{how} [{words}]",
         [*premises, 0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
-        z3.And(*(replaced(x) == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
+        z3.And(*(x == y for x, y in pairs), *(replaced(x) == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
                z3.Implies(theirs[0], z3.And(*(x == y for x, y in zip(mine[1:], theirs[1:]))))),
         (), [case])

@@ -106,3 +106,26 @@ def test_a_choice_branch_bug_at_one_n_of_the_top_run_fails_with_that_n(monkeypat
     result, _ = _prove_deciding_same(monkeypatch, proof.POSTFREQ_2)
     assert result.status == FAILED and result.counterexample["N"] == 40000
     assert "18..65536" in result.queries[-1][0]
+
+
+def test_choice_functions_that_are_not_the_ones_the_transfer_calls_do_not_hide_a_bug(monkeypatch):
+    """A default branch whose ``Program.choices`` answer 16 and 2 whatever N
+    is (not the terms its transfer calls): nothing is replaced, so the same
+    query compares the two programs as they are and finds the bug."""
+    import z3
+
+    def lying(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+        made = default_branch_bug_from_40(collective, aggregation, chunk, count, post, dtype)
+        if aggregation is not None or post is not None:
+            return made
+        return dataclasses.replace(made, choices={"aggregation": lambda n: 16 + 0 * n, "post": lambda n: 2 + 0 * n})
+
+    monkeypatch.setattr(nccl_pat, "pat_program", lying)
+    n = z3.BitVec("N", 20)
+    query = proof._same(proof.POSTFREQ_2, 16, 2, proof.scope(proof.POSTFREQ_2).assertions({"N": n}), z3.And(n >= 18, n <= 65536), "N in 18..65536", chosen=True)
+    (found,) = [p for p in suite(full=True) if p.name == proof.POSTFREQ_2]
+    with within(Row(proof.POSTFREQ_2, found.premises, RLIMITS[proof.POSTFREQ_2])):
+        from collspec.proofs.solver import decide
+
+        result = decide(query)
+    assert result.status == FAILED and result.counterexample["N"] >= 40
