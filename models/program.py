@@ -342,6 +342,10 @@ class _Instance:
         values = [(v["N"], terms.make(n))] + [(v[k], terms.make(program.params[k])) for k in program.params]
         fixed_names = ["N", *program.params]
         if program.sort == BITVEC:
+            half = 1 << (BITVEC_WIDTH - 1)
+            for name, raw in zip(fixed_names, [n, *(program.params[k] for k in program.params)]):
+                if not -half <= int(raw) < half:  # its bit-vector would be another number (2^19 + 10 ranks: N = -524278)
+                    raise self.wrapped(f"{name} = {int(raw)}")
             # N and the options stay variables, given their bit-vector values (the signed 20-bit
             # value of each constant, as substituting it would give): every operation is kept, so
             # wrap-around is seen, and one compiled code serves every N (compile_terms keeps it)
@@ -366,6 +370,9 @@ class _Instance:
         self.capacity, self.root = numbers.get("link_capacity"), numbers.get("root")
         if self.steps < 0 or self.width < 0:
             raise RefinementError(f"{program.describe(n)}: the program has {self.steps} steps and {self.width} slots")
+        if program.sort == BITVEC and max(self.steps, self.width) > 1 << (BITVEC_WIDTH - 1):
+            # the steps s and slots j enumerated are inputs of the bit-vector terms: each must be a 20-bit value
+            raise self.wrapped(f"the step or slot numbers ({self.steps} steps, {self.width} slots)")
         self.code = compile_terms([fixed(t) for t in terms.transfer], {**given, **{k: v[k] for k in ("s", "r", "j")}})
 
     def wrapped(self, what: str) -> RefinementError:

@@ -42,13 +42,16 @@ and one query (``choice``, :func:`own_choice_query`) that the program of
 a call with only chunk 1 and count 1 (:func:`user_program`) chooses
 aggregation 8 and postFreq 1 with its own choice functions
 (``Program.choices``: the ``agg`` and ``pf`` its steps, width and
-transfers call) for every N of the row. Argued from the generator's text,
-not a query: ``pat_program`` reads the two options only to validate them
-(8 and 1 pass) and through ``agg`` and ``pf`` (given or not, the built
-programs differ only in ``meta``), so the user's call's program is the
-same code on the same values as the proved one. (The full equality of the
-two transfer functions, as the runs below decide it, cost about 34 s of
-CPU for this row.) Each query of that induction is decided at rank 0: r
+transfers call) for every N of the row, and one (``same``,
+:func:`chosen_same_query`) that the user's call's program, those two
+choice terms replaced by 8 and 1, is the program with them given: the
+same steps, width and cells and the same transfer at every N, step, rank
+and slot, so any code a call without aggregation and postFreq runs that
+the given program does not is compared too. The one step that is not a
+query: a term with a subterm replaced by a value equals the term wherever
+the subterm has that value (which ``choice`` decides). (The full equality
+of the two transfer functions, without that replacement, cost about 34 s
+of CPU for this row; with it, under a second.) Each query of that induction is decided at rank 0: r
 = 0, or q = 0 for the three about one transfer of rank q (in-range,
 same-index, reads-data), carried in ``Query.pin``. The lemmas that carry
 it to every rank are the all-gather's
@@ -97,9 +100,10 @@ are those of the row below 10 up to N = 17, then one run N in 18..65536
 at aggregation 16, postFreq 2 with P a term of N (:func:`cases`). Proved
 (Z3), besides ``cases`` and ``choice`` as above: for each run up to 17,
 ``same`` as above; for 18..65536, ``choice`` on the user's call's own
-choice functions (:func:`own_choice_query`, the run's N a case; the rest
-is the aggregation-8 row's argument from the generator's text, since a
-``same`` query over 18..65536 cost 57 s of CPU); for each aggregation and
+choice functions (:func:`own_choice_query`, the run's N a case) and
+``same`` with those choice terms replaced by 16 and 2, as the
+aggregation-8 row (a ``same`` query without the replacement cost 57 s of
+CPU over 18..65536); for each aggregation and
 postFreq of the runs, the rotation of the transfer of the program with
 them given, the N of those runs a case (:func:`run_rotation_queries`);
 the rotation of the ends, the mod-N identities and lowbit as above; the
@@ -114,8 +118,8 @@ at rank 0 holds at every rank, since under the run's case the program's
 transfer (its rotation query), the ends and the invariant turn with the
 ranks. So every N of 2..65536 is in some run (``cases``), where every
 query of the induction holds at every rank for the program the run
-proves, which is the user's call's (``same``, or ``choice`` and the
-argument).
+proves, which is the user's call's (``same``; for 18..65536 ``choice``
+and ``same`` on the replaced terms).
 
 Premises beyond the induction's: none; the options and the N range are the
 scope's. What stays bounded (postFreq above 2,
@@ -448,7 +452,7 @@ def prove(name: str):
         from .nccl_pat_allgather import pinned
 
         return run_queries([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)),
-                            *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
+                            chosen_same_query(name), *rotation_queries(name), *pinned(queries(program(name), invariant(name)))])
     n = z3.BitVec("N", BITVEC_WIDTH)
     within = [z3.And(n >= low, n <= high) for low, high, *_ in split]
     o = _entry(name)[1]
@@ -464,6 +468,7 @@ def prove(name: str):
         if p is None:  # the run of P a term of N: the program's own choice functions, as the aggregation-8 row (module text)
             q = own_choice_query(user_program(name), a, f, scope(name))
             asked.append(replace(q, name=f"{q.name} [N in {low}..{high}]", case=[*q.case, case]))
+            asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}", chosen=True))
         else:
             asked.append(_same(name, a, f, scope(name).assertions({"N": n}), case, f"N in {low}..{high}: aggregation {a}, postFreq {f}"))
     if name in PINNED:
@@ -564,6 +569,19 @@ def rotation_queries(name: str) -> list:
                                     words="T, lowbit, highbit and the step's distance D any functions, D into 0..N-1")]
 
 
+def chosen_same_query(name: str):
+    """For a row with the aggregation and postFreq given (no :func:`cases`):
+    :func:`_same` with ``chosen``, over the row's whole scope: the user's
+    call's program, its own choice terms replaced by the row's aggregation
+    and postFreq (which its ``choice`` query decides they are), is the
+    row's program at every N, step, rank and slot."""
+    o = _entry(name)[1]
+    n = z3.BitVec("N", BITVEC_WIDTH)
+    low, high = _entry(name)[2]
+    return _same(name, o["aggregation"], o["post"], scope(name).assertions({"N": n}), z3.And(n >= low, n <= high),
+                 f"N in {low}..{high}: aggregation {o['aggregation']}, postFreq {o['post']}", chosen=True)
+
+
 def own_choice_query(made, aggregation: int, post: int, within: Scope):
     """The query that, for every N of ``within``, the program ``made`` (a
     user's call: aggregation and postFreq left to the generator) chooses
@@ -581,18 +599,36 @@ def own_choice_query(made, aggregation: int, post: int, within: Scope):
                  within.assertions({"N": n}), z3.And(agg == aggregation, pf == post))
 
 
-def _same(name: str, a: int, f: int, premises: list, case, words: str):
+def _same(name: str, a: int, f: int, premises: list, case, words: str, chosen: bool = False):
     """The query that, for N in ``case``, the program the row's options
     build (no aggregation or postFreq given: the generator's own choice,
     what a user's call with the row's chunk and count runs) is the run's
     program (aggregation ``a``, postFreq ``f`` given): the same steps,
     width, cells and link capacity, and at every step, rank and slot the
-    same transfer (active alike; where active, the same peer, cells and op)."""
+    same transfer (active alike; where active, the same peer, cells and op).
+
+    ``chosen``: the user's program's terms with its own choice terms
+    (``Program.choices``, the very ``agg(N)`` and ``pf(N)`` terms its
+    functions build) replaced by ``a`` and ``f`` (``z3.substitute``), and
+    the claim that those choice terms are ``a`` and ``f`` at every N of
+    ``case`` (as :func:`own_choice_query`, here on the same built
+    program): where they are, the replaced terms have the user's
+    program's values (the one meta-step: replacing a subterm by an equal
+    value keeps a term's value). The solver then compares the two programs without
+    re-deriving NCCL's choice at every point (a fraction of a second
+    where the full query over 18..65536 took 57 s of CPU); any code the
+    user's call runs that the given program does not (a branch on the
+    options being None) is still compared, at every N, step, rank and slot."""
     from ..models.program import as_term, symbolic
     from .solver import Query
 
     (built, v), (given, _) = symbolic(user_program(name)), symbolic(program(name, a, f))
     n, s, r, j = v["N"], v["s"], v["r"], v["j"]
+    pairs = [(as_term(built.choices[k](n), n), as_term(value, n)) for k, value in (("aggregation", a), ("post", f))] if chosen else []
+    pairs = [(x, y) for x, y in pairs if not x.eq(y)]
+
+    def replaced(term):
+        return z3.substitute(term, *pairs) if pairs and not isinstance(term, bool) else term
 
     def shape(made):
         return [as_term(g(n), n) for g in (made.steps, made.width, made.chunks, *((made.link_capacity,) if made.link_capacity else ()))]
@@ -601,11 +637,12 @@ def _same(name: str, a: int, f: int, premises: list, case, words: str):
         t = made.transfer(n, s, r, j)
         return [as_term(x, n) for x in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)]
 
-    mine, theirs = transfer(built), transfer(given)
+    mine, theirs = [replaced(x) for x in transfer(built)], transfer(given)
     steps, width = as_term(given.steps(n), n), as_term(given.width(n), n)
+    how = " (its own aggregation and postFreq terms replaced by the run's, as choice decides them)" if chosen else ""
     return Query(
-        f"same: the program NCCL's options build is the run's [{words}]",
+        f"same: the program NCCL's options build is the run's{how} [{words}]",
         [*premises, 0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < width],
-        z3.And(*(x == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
+        z3.And(*(x == y for x, y in pairs), *(replaced(x) == y for x, y in zip(shape(built), shape(given))), mine[0] == theirs[0],
                z3.Implies(theirs[0], z3.And(*(x == y for x, y in zip(mine[1:], theirs[1:]))))),
         (), [case])

@@ -99,11 +99,12 @@ a universally quantified implication with the case among its premises),
 the induction's queries hold for every N of the scope and every rank,
 and the induction of :mod:`collspec.proofs.induction` gives the
 all-gather of the program with aggregation 8 and postFreq 1 given. With 0
-it is the user's call's: ``pat_program`` reads the two options only to
-validate them (8 and 1 pass) and through ``agg`` and ``pf``, so given the
-same values the steps, width, cells and transfers are the same code on the
-same values (argued from the generator's text; the options given or not
-differ only in the program's ``meta``). A test checks the invariant's
+it is the user's call's: a query (``same``,
+:func:`collspec.proofs.nccl_pat.chosen_same_query`) decides that the
+user's call's program, its two choice terms replaced by 8 and 1, has the
+given program's steps, width, cells and transfer at every N, step, rank
+and slot; a term with a subterm replaced by a value equals the term
+wherever the subterm has that value, which 0 decides. A test checks the invariant's
 turning on numbers too, at every step for N = 17 and 40.
 
 Why pinning pays: with r free, the solver meets the wrap-arounds mod N of
@@ -177,7 +178,7 @@ from ..models import indexing as ix
 from ..models.generators import nccl_pat
 from ..models.program import BITVEC_WIDTH
 from .induction import Invariant
-from .nccl_pat import _log2, _low_bit, _pow2_at_or_above, own_choice_query
+from .nccl_pat import _log2, _low_bit, _pow2_at_or_above, chosen_same_query, own_choice_query
 from .scope import Bound, Fixed, Scope
 from .solver import Query
 
@@ -664,5 +665,5 @@ def prove(name: str = ROW):
     if name != ROW:
         return decide_all([spec_check(collective), runs_choice_query(name), runs_cover_query(name), *runs_turning_queries(name),
                            *(q for run in _runs(name) for q in run_queries(name, run))])
-    return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), cover_query(),
+    return decide_all([spec_check(collective), own_choice_query(user_program(name), o["aggregation"], o["post"], scope(name)), chosen_same_query(name), cover_query(),
                        *rotation_queries(name), *(q for low, high in RANGES for q in range_queries(low, high, name))])
