@@ -1,4 +1,4 @@
-"""nccl-pat's all-gather copies every block exactly once to every rank: N in 10..65536 at aggregation 8, N in 2..9, and N in 2..64 at postFreq 2.
+"""nccl-pat's all-gather copies every block exactly once to every rank: N in 10..65536 at aggregation 8, N in 2..9, and N in 2..65536 at postFreq 2.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 all-gather transfer function
@@ -10,10 +10,10 @@ bit-vectors, count 1, one loop, in three rows (:data:`OPTIONS`):
   chooses at chunk 1, count 1 from N = 10 (most of this text);
 - ``nccl-pat.allgather-below-10-exactly-once``: N in 2..9 at chunk 1 and
   NCCL's own aggregation (1, 2 or 4 there);
-- ``nccl-pat.allgather-postfreq-2-exactly-once``: N in 2..64 at chunk 2
+- ``nccl-pat.allgather-postfreq-2-exactly-once``: N in 2..65536 at chunk 2
   and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
   aggregations 2, 4, 8 and 16, messages of 2 blocks); the last section
-  says what these two rows prove and why the second stops at 64.
+  says what these two rows prove.
 
 The invariant is stated from NCCL 2.30's definitions (``PatAGAlgorithm``
 and its ``nextAs`` in ``src/include/collectives.h``), written here again
@@ -124,8 +124,8 @@ units); 10..16384 29 s against about 95 s for its 11 powers (10..4096 and
 65536 as numbers. Hence :data:`RANGES`.
 
 Premises beyond the induction's: none; the options and 10 <= N <= 65536 are
-the scope's. What stays bounded (N above 65536, postFreq 2 above 64 ranks,
-larger postFreq, several loops) is listed in docs/proofs.md.
+the scope's. What stays bounded (N above 65536, larger postFreq, several
+loops) is listed in docs/proofs.md.
 
 The rows with NCCL's own choice (below 10 ranks; postFreq 2). They split
 their N range into runs with one P, one aggregation A and one postFreq F
@@ -139,7 +139,10 @@ place m mod F), then the steps ``as`` in ``nextAs`` order (block i in
 message i / F, place i mod F); the witness that writes (r, c) is rank r +
 lowbit(o) in the slot of o's place (count 1: slot = place). Decided by Z3,
 each query's case the run (:func:`run_case`: its bounds on N and the
-generator's own P equal to the run's):
+generator's own P equal to the run's; the postFreq-2 row's last run,
+18..65536, takes the invariant's P as a term of N, as the aggregation-8
+row's ranges, and its ``same`` query replaces the call's own choice terms
+by 16 and 2, as that row's):
 
 a. ``choice`` (:func:`runs_choice_query`): in each run the program of a
    user's call with only the row's chunk and count chooses the run's A
@@ -162,10 +165,11 @@ holds at every rank when it holds at rank 0, by the run's rotation lemmas
 and c), so each run's induction holds for every N of the run; b puts
 every N of the range in some run, and there, by ``same``, the program a
 user's call builds is the one proved. Cost (z3-solver 5.4.1, 2 shared
-cores under a load of 4 to 7): 10 to 13 s of CPU for the row below 10, 22
-to 26 s for postFreq 2 to 64 ranks; to 128 it took 33.8 s and to 1024 (with an
-earlier, slower ``same``) 83 s, over what ``--full`` has left, so the row
-stops at 64 (docs/proofs.md).
+cores): 10 to 13 s of CPU for the row below 10 (load 4 to 7); for
+postFreq 2, with P a number in every run, 22 to 26 s to 64 ranks, 33.8 s
+to 128 and 83 s to 1024 (load 4 to 7, the cost growing with P); with
+the run 18..65536 taking P as a term of N, 65.6 s for all of 2..65536
+(load 1.5, the heaviest check 71.8 million units: docs/bench.md).
 """
 
 from __future__ import annotations
@@ -194,8 +198,8 @@ BELOW = "nccl-pat.allgather-below-10-exactly-once"
 POSTFREQ_2 = "nccl-pat.allgather-postfreq-2-exactly-once"
 #: the most ranks the aggregation-8 row covers (module text: the cost per power of two)
 HIGHEST = 65536
-#: the most ranks the postFreq-2 row covers (module text: its cost, within the --full budget)
-POSTFREQ_2_HIGHEST = 64
+#: the most ranks the postFreq-2 row covers (its last run, 18..65536, takes P as a term of N)
+POSTFREQ_2_HIGHEST = HIGHEST
 #: row -> (collective, the options of the proved program (aggregation or
 #: post None: NCCL's choice, computed by the generator), the N it covers):
 #: the form of :data:`collspec.proofs.nccl_pat.OPTIONS`, whose case split,
@@ -579,7 +583,7 @@ def run_case(n, run, name: str | None = None) -> list:
     (:func:`_chooses`). :func:`runs_cover_query` proves these cases cover
     the row's scope."""
     low, high, p, _, _ = run
-    return [n >= low, n <= high, nccl_pat.pow2_above(n) == p, *(_chooses(n, run, name) if name else ())]
+    return [n >= low, n <= high, *([] if p is None else [nccl_pat.pow2_above(n) == p]), *(_chooses(n, run, name) if name else ())]
 
 
 def _chooses(n, run, name: str) -> list:
@@ -629,9 +633,10 @@ def run_queries(name: str, run) -> list:
     low, high, p, a, f = run
     n = _bv("N")
     here = run_case(n, run)
-    words = f"N in {low}..{high}: P {p}, aggregation {a}, postFreq {f}"
+    words = f"N in {low}..{high}: P {'= pow2_above(N)' if p is None else p}, aggregation {a}, postFreq {f}"
     # the case with the user's call's choice (covered as well: runs_cover_query) lets Z3 see both programs' A and F
-    same = shared._same(name, a, f, scope(name).assertions({"N": n}), z3.And(*run_case(n, run, name)), f"N in {low}..{high}: aggregation {a}, postFreq {f}")
+    same = shared._same(name, a, f, scope(name).assertions({"N": n}), z3.And(*run_case(n, run, name)), f"N in {low}..{high}: aggregation {a}, postFreq {f}",
+                        chosen=p is None)
     rotation = [replace(q, name=f"{q.name} [{words}]", case=[*q.case, *here]) for q in (transfer_rotation_query(name, run), ends_rotation_query(name, run))]
     induction = [replace(q, case=[*q.case, *here]) for q in queries(program(name, a, f), invariant(p, name, a=a, f=f))]
     return [same, *rotation, *pinned(induction, f"{words}, ")]

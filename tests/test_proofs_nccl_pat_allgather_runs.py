@@ -48,17 +48,18 @@ def test_the_rows_are_full_only_with_nccls_choice_in_the_scope():
     rows = {p.name: p.scope for p in suite(full=True) if p.name in (BELOW, POSTFREQ_2)}
     assert rows == {
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
-        POSTFREQ_2: "all N in 2..64, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..64), "
-                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..64), chunk 2, count 1",
+        POSTFREQ_2: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..65536), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..65536), chunk 2, count 1",
     }
     assert not [p for p in suite() if p.name in (BELOW, POSTFREQ_2)]
     assert shared.cases(BELOW) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 1), (5, 5, 8, 2, 1), (6, 8, 8, 4, 1), (9, 9, 16, 4, 1))
     assert shared.cases(POSTFREQ_2)[2:] == ((4, 4, 4, 2, 2), (5, 5, 8, 2, 2), (6, 8, 8, 4, 2), (9, 9, 16, 4, 2), (10, 16, 16, 8, 2),
-                                            (17, 17, 32, 8, 2), (18, 32, 32, 16, 2), (33, 64, 64, 16, 2))
+                                            (17, 17, 32, 8, 2), (18, 65536, None, 16, 2))  # P a term of N from 18
 
 
 def test_each_runs_program_is_the_generators_and_a_users_calls():
-    """At the last N of every run (the same query covers the rest): the
+    """At the last N of every run with P a number, and N = 18, 100 and 257
+    of the run 18..65536 (the same query covers the rest): the
     scope's options are the run's, and the program a run proves
     (aggregation and postFreq given) builds the schedule of a user's call
     with only the row's chunk and count."""
@@ -66,19 +67,21 @@ def test_each_runs_program_is_the_generators_and_a_users_calls():
     for name in (BELOW, POSTFREQ_2):
         _, options, _ = proof.OPTIONS[name]
         for lo, hi, p, a, f in shared.cases(name):
-            assert rows[name].premises.fixed(hi) == {**options, "aggregation": a, "post": f}
-            assert int(nccl_pat.pow2_above(hi)) == p
-            built = _plain(proof.program(name, a, f).schedule(hi))
-            assert built == _plain(generate("nccl-pat", "allgather", hi, chunk=options["chunk"], count=options["count"]))
+            for n in (hi,) if p else (18, 100, 257):  # the run 18..65536 (P a term of N) at three of its N
+                assert rows[name].premises.fixed(n) == {**options, "aggregation": a, "post": f}
+                assert p is None or int(nccl_pat.pow2_above(n)) == p
+                built = _plain(proof.program(name, a, f).schedule(n))
+                assert built == _plain(generate("nccl-pat", "allgather", n, chunk=options["chunk"], count=options["count"]))
 
 
 def test_the_restated_message_and_place_are_the_built_schedules():
     """T(o), the block's place (its slot) and the sender r + lowbit(o) of the
     invariant against every message the generator builds, for every N of
-    the row below 10 and the first and last N of each postFreq-2 run; every
-    offset arrives once."""
+    the row below 10, the first and last N of each postFreq-2 run with P a
+    number and N = 18, 33, 64, 100, 257 of its run 18..65536 (P a term of
+    N); every offset arrives once."""
     cases = [(BELOW, n, run) for run in shared.cases(BELOW) for n in range(run[0], run[1] + 1)]
-    cases += [(POSTFREQ_2, n, run) for run in shared.cases(POSTFREQ_2) for n in sorted({run[0], run[1]})]
+    cases += [(POSTFREQ_2, n, run) for run in shared.cases(POSTFREQ_2) for n in (sorted({run[0], run[1]}) if run[2] else (18, 33, 64, 100, 257))]
     for name, n, (_, _, p, a, f) in cases:
         made, ranks, arrived = proof.program(name, a, f), np.arange(n, dtype=np.int64), set()
         for t in range(int(made.steps(n))):
@@ -87,8 +90,8 @@ def test_the_restated_message_and_place_are_the_built_schedules():
                 active = np.broadcast_to(np.asarray(moved.active, dtype=bool), ranks.shape)
                 src, dst, c = ranks[active], np.broadcast_to(moved.dst, ranks.shape)[active], np.broadcast_to(moved.dst_chunk, ranks.shape)[active]
                 o = (c - dst) % n
-                assert (proof.arrival(p, o, a, f) == t).all(), (name, n, t, j)
-                assert (proof.place(p, o, a, f) == j).all(), (name, n, t, j)
+                assert (proof.arrival(p, o, a, f, n=np.int64(n)) == t).all(), (name, n, t, j)  # P a term of N where the run's p is None
+                assert (proof.place(p, o, a, f, n=np.int64(n)) == j).all(), (name, n, t, j)
                 assert (src == (dst + (o & -o)) % n).all(), (name, n, t, j)
                 arrived |= set(zip(dst.tolist(), c.tolist()))
         assert arrived == {(r, c) for r in range(n) for c in range(n) if r != c}, (name, n)
@@ -105,12 +108,12 @@ def test_the_runs_cover_the_rows_and_a_missing_run_fails_the_cover(monkeypatch):
 
 
 def test_a_run_with_another_aggregation_than_the_users_call_fails_the_choice_query(monkeypatch):
-    """A run naming aggregation 8 where the user's call chooses 16 (N 33..64)
+    """A run naming aggregation 8 where the user's call chooses 16 (N 18..65536)
     would prove another program than the one NCCL's options build."""
     runs = shared.cases(POSTFREQ_2)
-    monkeypatch.setattr(shared, "cases", lambda name: tuple((lo, hi, p, 8 if lo == 33 else a, f) for lo, hi, p, a, f in runs))
+    monkeypatch.setattr(shared, "cases", lambda name: tuple((lo, hi, p, 8 if lo == 18 else a, f) for lo, hi, p, a, f in runs))
     result = _decide(POSTFREQ_2, proof.runs_choice_query(POSTFREQ_2))
-    assert result.status == FAILED and 33 <= result.counterexample["N"] <= 64
+    assert result.status == FAILED and 18 <= result.counterexample["N"] <= 65536
 
 
 def next_block_in_the_first_message_at_7(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
@@ -234,7 +237,8 @@ def test_every_run_asks_same_rotation_and_the_pinned_induction(name):
     made = proof.run_queries(name, run)
     assert made[0].name.startswith("same:") and made[1].name.startswith("rotation: rank r's transfer") and made[2].name.startswith("rotation: the cells")
     assert len(made) == 16 and all(len(q.pin) == 1 for q in made[3:]) and not any(q.pin for q in made[:3])
-    assert all(q.name.endswith(("r = 0]", "q = 0]")) and f"N in {run[0]}..{run[1]}: P {run[2]}" in q.name for q in made[3:])
+    p = "= pow2_above(N)" if run[2] is None else run[2]  # the postFreq-2 row's last run: P a term of N
+    assert all(q.name.endswith(("r = 0]", "q = 0]")) and f"N in {run[0]}..{run[1]}: P {p}" in q.name for q in made[3:])
 
 
 def test_the_postfreq_2_invariant_turns_with_the_ranks_at_concrete_n():
@@ -253,3 +257,28 @@ def test_the_postfreq_2_invariant_turns_with_the_ranks_at_concrete_n():
         wq0, wj0 = inv.writer(n, s, zero, (c - r) % n)
         assert (wq == (wq0 + r) % n).all() and (np.asarray(wj) == np.asarray(wj0)).all()
     assert set(np.unique(np.asarray(inv.writer(n, np.int64(0), r, c)[1]))) == {0, 1}  # both slots of a message are named
+
+
+def second_block_one_cell_on_from_100(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+    """nccl-pat's all-gather with the second block of every message (slot 1:
+    postFreq 2) written one cell on, only from N = 100: inside the run
+    18..65536, whose invariant takes P as a term of N."""
+    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
+
+    def transfer(n, s, r, j):
+        t = made.transfer(n, s, r, j)
+        return dataclasses.replace(t, dst_chunk=ix.where(ix.both(n >= 100, j == 1), ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
+
+    return dataclasses.replace(made, transfer=transfer)
+
+
+def test_a_postfreq_2_bug_from_100_fails_the_top_run_of_the_postfreq_2_row(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "pat_program", second_block_one_cell_on_from_100)
+    assert check(generate("nccl-pat", "allgather", 99, chunk=2, count=1)).ok  # the per-N check to 99 cannot see it
+    assert not check(generate("nccl-pat", "allgather", 100, chunk=2, count=1)).ok
+    top = shared.cases(POSTFREQ_2)[-1]
+    assert top == (18, 65536, None, 16, 2)
+    query = _query(POSTFREQ_2, top, "keeps-arrivals")
+    assert query.name == "keeps-arrivals: after the step the cell holds data and what arrived [N in 18..65536: P = pow2_above(N), aggregation 16, postFreq 2, r = 0]"
+    result = _decide(POSTFREQ_2, query)
+    assert result.status == FAILED and result.reason == "counterexample" and result.counterexample["N"] >= 100

@@ -1,6 +1,6 @@
 """The nccl-pat rows whose top N are tied to a user's call by its own
 choice functions (the aggregation-8 rows, 10..65536, and the postFreq-2
-reduce-scatter's run 18..65536) decide that the user's call's program is
+rows' run 18..65536) decide that the user's call's program is
 the proved one, not only that it chooses the same aggregation and
 postFreq: a bug that ``pat_program`` runs only when the aggregation and
 postFreq are left to it (the path every user's call without ``-o
@@ -51,7 +51,10 @@ ROWS = {
     proof.POSTFREQ_2: (proof.prove, {"chunk": 2, "count": 1}, "reduce_scatter"),
     "nccl-pat.reduce_scatter-exactly-once": (proof.prove, {"chunk": 1, "count": 1}, "reduce_scatter"),
     allgather.ROW: (allgather.prove, {"chunk": 1, "count": 1}, "allgather"),
+    allgather.POSTFREQ_2: (allgather.prove, {"chunk": 2, "count": 1}, "allgather"),
 }
+#: the rows whose top run is aggregation 16, postFreq 2
+POSTFREQ_2_ROWS = (proof.POSTFREQ_2, allgather.POSTFREQ_2)
 
 
 def _prove_deciding_same(monkeypatch, row):
@@ -74,7 +77,7 @@ def test_a_bug_only_in_the_users_choice_branch_from_40_fails_the_row(monkeypatch
     monkeypatch.setattr(nccl_pat, "pat_program", default_branch_bug_from_40)
     assert check(generate("nccl-pat", collective, 39, **options)).ok
     assert not check(generate("nccl-pat", collective, 40, **options)).ok
-    assert check(generate("nccl-pat", collective, 40, aggregation=8 if row != proof.POSTFREQ_2 else 16, post=1 if row != proof.POSTFREQ_2 else 2, **options)).ok
+    assert check(generate("nccl-pat", collective, 40, aggregation=16 if row in POSTFREQ_2_ROWS else 8, post=2 if row in POSTFREQ_2_ROWS else 1, **options)).ok
     result, _ = _prove_deciding_same(monkeypatch, row)
     assert result.status == FAILED and result.counterexample["N"] >= 40
     failed = result.queries[-1][0]
