@@ -16,6 +16,15 @@ round. The reference itself is float64 (exactly rounded with ``math.fsum``
 for float64 inputs) and its own rounding is added to the bound, so nothing
 in the bound is a guess.
 
+Below the normal range a rounding's error is not relative: a product or a
+quotient that falls among the subnormals may be off by up to half the
+smallest subnormal, eta (a sum that falls there is exact). So avg's bound
+adds (N + 1) eta (one division, or N products by 1/N, and the reference's
+own division), and prod's adds N eta times the product of max(1, |x_i|)
+(an error made at one multiplication is scaled by the factors after it).
+A product is exact only if, besides its odd parts fitting, no partial
+product can fall below the smallest subnormal.
+
 Where no rounding can happen the bound is exactly 0. If every input is a
 multiple of 2**e (an integer when e = 0) and sum_i |x_i| <= 2**(p + e), p
 the significand bits, then every partial sum in every order is a multiple of
@@ -99,6 +108,8 @@ def error_bound(inputs: Sequence[np.ndarray], op: str = "sum") -> np.ndarray:
         return np.zeros(shape)
     n, dtype = len(rows), rows[0].dtype
     u, p = unit_roundoff(dtype), precision_bits(dtype)
+    tiny = _smallest_subnormal(dtype)
+    eta = tiny / 2
     wide = np.abs(np.stack([r.astype(np.float64) for r in rows]))
     finite = np.all(np.isfinite(wide), axis=0)
     low = _lowest_bit_exponent(wide)
@@ -107,15 +118,18 @@ def error_bound(inputs: Sequence[np.ndarray], op: str = "sum") -> np.ndarray:
             magnitude = wide.prod(axis=0) * (1 + gamma(n, _U64))
             reference_error = gamma(n - 1, _U64) * magnitude
             bound = gamma(n - 1, u) * magnitude + reference_error
+            bound = bound + n * eta * np.prod(np.maximum(wide, 1.0), axis=0) * (1 + gamma(n, u))  # underflow (module text)
             odd_parts = np.prod(np.where(wide > 0, np.ldexp(wide, -low.clip(-1100, 1100)), 1.0), axis=0)
-            exact = finite & ((odd_parts <= 2.0**p) | np.any(wide == 0, axis=0))
+            # every partial product's lowest set bit is at or above the sum of the negative exponents
+            deepest = np.sum(np.where(wide > 0, np.minimum(low, 0), 0), axis=0)
+            exact = finite & (((odd_parts <= 2.0**p) & (deepest >= math.frexp(tiny)[1] - 1)) | np.any(wide == 0, axis=0))
         else:
             magnitude = wide.sum(axis=0) * (1 + gamma(n, _U64))
             # float64 inputs are summed exactly rounded; narrower ones in
             # float64, whose own error is gamma_64(N - 1) * sum|x|.
             reference_error = _U64 * magnitude if dtype == np.float64 else gamma(n - 1, _U64) * magnitude
             if op == "avg":
-                bound = (gamma(n + 1, u) * magnitude + reference_error) / n + _U64 * magnitude / n
+                bound = (gamma(n + 1, u) * magnitude + reference_error) / n + _U64 * magnitude / n + (n + 1) * eta  # eta: module text
                 exact = np.zeros(shape, dtype=bool)
             else:
                 bound = gamma(n - 1, u) * magnitude + reference_error
@@ -135,6 +149,11 @@ def _lowest_bit_exponent(values: np.ndarray) -> np.ndarray:
     lowest = mantissa & -mantissa
     trailing = np.log2(lowest.astype(np.float64)).astype(np.int64)
     return np.where(finite, exponent.astype(np.int64) - 53 + trailing, np.iinfo(np.int32).max)
+
+
+def _smallest_subnormal(dtype) -> float:
+    """The smallest positive subnormal of a floating dtype (2**-24 for float16)."""
+    return float(ml_dtypes.finfo(dtype).smallest_subnormal if dtype == bfloat16 else np.finfo(dtype).smallest_subnormal)
 
 
 def _largest_finite(dtype) -> float:

@@ -86,3 +86,27 @@ def test_avg_bound_admits_sum_then_divide_and_premultiply(dtype):
 def test_check_reduction_on_a_block():
     x = [np.array([1.0, 2.0, 3.0, 4.0])] * 2
     assert spec.check_reduction(np.array([6.0, 8.0]), x, rows=slice(2, 4)).ok
+
+
+def test_an_average_that_underflows_to_zero_is_correct_and_a_wrong_one_is_not():
+    """float16 avg of 0 and the smallest subnormal (2**-24): the exact
+    2**-25 rounds to 0 (ties to even). A relative bound alone calls that
+    wrong; the underflow term (module text) accepts it, and still refuses
+    a result one subnormal further off."""
+    x = [np.array([0.0], np.float16), np.array([2.0**-24], np.float16)]
+    got = spec.all_reduce(x, "avg")[0]
+    assert float(got[0]) == 0.0
+    assert spec.check_reduction(got, x, "avg").ok
+    assert not spec.check_reduction(np.array([2.0**-22], np.float16), x, "avg").ok
+
+
+def test_a_product_whose_partial_products_underflow_is_not_exact():
+    """2**-20 * 2**-20 in float16 underflows to 0: odd parts of 1 do not make
+    the product exact there (its bound is no longer 0), while 2**-5 * 2**-5
+    stays exact (bound 0)."""
+    tiny = [np.array([2.0**-20], np.float16)] * 2
+    got = spec.all_reduce(tiny, "prod")[0]
+    assert float(got[0]) == 0.0 and float(spec.error_bound(tiny, "prod")[0]) > 0
+    assert spec.check_reduction(got, tiny, "prod").ok
+    small = [np.array([2.0**-5], np.float16)] * 2
+    assert float(spec.error_bound(small, "prod")[0]) == 0.0
