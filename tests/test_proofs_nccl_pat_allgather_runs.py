@@ -22,6 +22,7 @@ from collspec.proofs import nccl_pat as shared
 from collspec.proofs import nccl_pat_allgather as proof
 from collspec.proofs.solver import FAILED, PROVED, Row, decide, within
 from collspec.proofs.suite import suite
+from pat_mutations import last_message_again
 
 BELOW, POSTFREQ_2 = proof.BELOW, proof.POSTFREQ_2
 ORIGINAL_PROGRAM = nccl_pat.pat_program
@@ -188,14 +189,7 @@ def last_message_again_at_7_in_the_users_call(collective, aggregation=None, chun
     if aggregation is not None:
         return made
 
-    def steps(n):
-        return made.steps(n) + ix.where(n == 7, 1, 0)
-
-    def transfer(n, s, r, j):
-        last = made.steps(n) - 1
-        return made.transfer(n, ix.where(s > last, last, s), r, j)
-
-    return dataclasses.replace(made, steps=steps, transfer=transfer)
+    return last_message_again(made, lambda n: n == 7)
 
 
 def test_a_bug_only_in_the_users_call_fails_the_runs_same_query(monkeypatch):

@@ -21,6 +21,7 @@ from collspec.models.program import Transfer
 from collspec.proofs import nccl_pat as proof
 from collspec.proofs.solver import FAILED
 from collspec.proofs.suite import run_proof, suite
+from pat_mutations import last_message_again
 from proof_results import deciding_only
 
 ORIGINAL_PROGRAM = nccl_pat.pat_program
@@ -42,14 +43,7 @@ def one_message_too_many_from_17(collective, aggregation=None, chunk=None, count
     last message sent again (a step too many)."""
     made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
 
-    def steps(n):
-        return made.steps(n) + ix.where(n >= 17, 1, 0)
-
-    def transfer(n, s, r, j):
-        last = made.steps(n) - 1
-        return made.transfer(n, ix.where(s > last, last, s), r, j)
-
-    return dataclasses.replace(made, steps=steps, transfer=transfer)
+    return last_message_again(made, lambda n: n >= 17)
 
 
 def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
@@ -61,14 +55,7 @@ def one_message_too_many_below_aggregation_8(collective, aggregation=None, chunk
     def below_8(n):
         return (nccl_pat.nccl_aggregation(n, 1 if post is None else post) if aggregation is None else aggregation) < 8
 
-    def steps(n):
-        return made.steps(n) + ix.where(below_8(n), 1, 0)
-
-    def transfer(n, s, r, j):
-        last = made.steps(n) - 1
-        return made.transfer(n, ix.where(s > last, last, s), r, j)
-
-    return dataclasses.replace(made, steps=steps, transfer=transfer)
+    return last_message_again(made, below_8)
 
 
 def last_message_again_at_7_by_nccls_choice(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
@@ -81,14 +68,7 @@ def last_message_again_at_7_by_nccls_choice(collective, aggregation=None, chunk=
     if aggregation is not None or post is not None:
         return made
 
-    def steps(n):
-        return made.steps(n) + ix.where(n == 7, 1, 0)
-
-    def transfer(n, s, r, j):
-        last = made.steps(n) - 1
-        return made.transfer(n, ix.where(s > last, last, s), r, j)
-
-    return dataclasses.replace(made, steps=steps, transfer=transfer)
+    return last_message_again(made, lambda n: n == 7)
 
 
 def without_the_one_message_scales(n, aggregation, post):
