@@ -10,12 +10,15 @@ the algorithm.
 
 The proved object is the built object, by construction:
 
-- :func:`symbolic` evaluates the program's functions on Z3 variables (N,
-  s, r, j and the options); :mod:`collspec.proofs` proves properties of
-  these terms for every N.
-- :meth:`Program.schedule` (the generator) evaluates the *same* terms:
-  :meth:`Program.terms` takes them from :func:`symbolic`, sets N and the
-  options to their values, and :mod:`collspec.models.terms` compiles them
+- :meth:`Program.terms` evaluates the program's functions once on Z3
+  variables (N, s, r, j and the options) and keeps the terms with the
+  object; :func:`symbolic` hands a proof those kept terms as functions
+  (arguments substituted in), so :mod:`collspec.proofs` proves properties
+  of the very terms this object's schedules run, for every N, even if the
+  Python functions behind them are changed after the first evaluation.
+- :meth:`Program.schedule` (the generator) enumerates the *same* terms: it
+  sets N and the options to their values, and
+  :mod:`collspec.models.terms` compiles them
   into numpy code that enumerates every (step, rank, slot) (steps in order,
   ranks in order, slots in order; inactive slots dropped). The step count,
   the width, the cell count, the declared link capacity and the root come
@@ -290,15 +293,25 @@ class _Guarded:
 # -- the proved terms, and the schedule built from them ---------------------------------------------
 
 
-def symbolic(program: Program, sort: str | None = None):
+def symbolic(program: Program):
+    """``(program's proved terms as functions, variables)``: the variables are
+    N, s, r, j and a Z3 variable for each option, of the program's sort; the
+    first is a view of :meth:`Program.terms` (the program rebuilt with those
+    variables, its functions evaluated once with the guard of the module text
+    on), so a proof reads the very terms the program's schedules enumerate.
+    Its ``transfer``, ``steps``, ``width``, ``chunks``, ``link_capacity``,
+    ``root`` and ``choices`` substitute their arguments into those terms; any
+    other attribute is the rebuilt program's."""
+    terms = program.terms()
+    return _View(terms), dict(terms.variables)
+
+
+def _rebuilt(program: Program):
     """``(program over Z3 variables, variables)``: the program rebuilt with a
-    Z3 variable for each option, and the variables N, s, r, j and the
-    options by name, all of ``sort`` (the program's own by default). Its
-    functions run with the guard of the module text on."""
+    Z3 variable for each option (see :func:`symbolic`)."""
     import z3
 
-    sort = sort or program.sort
-    make = (lambda name: z3.BitVec(name, BITVEC_WIDTH)) if sort == BITVEC else z3.Int
+    make = (lambda name: z3.BitVec(name, BITVEC_WIDTH)) if program.sort == BITVEC else z3.Int
     names = ["N", "s", "r", "j", *program.params]
     variables = {name: make(name) for name in names}
     rebuilt = program.factory(**{k: variables[k] for k in program.params}) if program.params else program
@@ -312,18 +325,64 @@ class _Terms:
         import z3
 
         self.program = program
-        sym, v = symbolic(program)
+        sym, v = _rebuilt(program)
         n = v["N"]
-        self.variables = v
+        self.rebuilt, self.variables = sym, v
         t = sym.transfer(n, v["s"], v["r"], v["j"])
         self.transfer = [as_term(f, n) for f in (t.active, t.dst, t.src_chunk, t.dst_chunk, t.op)]
         self.shape = [as_term(sym.steps(n), n), as_term(sym.width(n), n), as_term(sym.chunks(n), n)]
         self.capacity = as_term(sym.link_capacity(n), n) if sym.link_capacity is not None else None
         self.root = as_term(sym.root, n) if sym.root is not None else None
+        # the option values the program chooses itself, as terms of the same evaluation (so a
+        # proof that replaces them finds these very subterms in the transfer)
+        self.choices = {name: as_term(f(n), n) for name, f in sym.choices.items()}
         self.make = (lambda x: z3.BitVecVal(int(x), BITVEC_WIDTH)) if program.sort == BITVEC else (lambda x: z3.IntVal(int(x)))
 
     def at(self, n: int) -> "_Instance":
         return _Instance(self, n)
+
+
+class _View:
+    """A program's cached terms (:class:`_Terms`) as the functions a proof
+    calls (what :func:`symbolic` returns): each call substitutes its
+    arguments for N, s, r and j in the terms evaluated once, so every proof
+    of a program object, and every schedule of it, reads one evaluation of
+    its Python functions, however those functions change afterwards."""
+
+    def __init__(self, terms: _Terms):
+        self._terms = terms
+        self.root = terms.root
+        self.choices = {name: self._function(term) for name, term in terms.choices.items()}
+        self.link_capacity = self._function(terms.capacity) if terms.capacity is not None else None
+
+    def _at(self, term, **values):
+        import z3
+
+        v = self._terms.variables
+        pairs = []
+        for name, value in values.items():
+            value = as_term(value, v[name])
+            if not value.eq(v[name]):
+                pairs.append((v[name], value))
+        return z3.substitute(term, *pairs) if pairs else term
+
+    def _function(self, term):
+        return lambda n: self._at(term, N=n)
+
+    def transfer(self, n, s, r, j) -> Transfer:
+        return Transfer(*(self._at(t, N=n, s=s, r=r, j=j) for t in self._terms.transfer))
+
+    def steps(self, n):
+        return self._at(self._terms.shape[0], N=n)
+
+    def width(self, n):
+        return self._at(self._terms.shape[1], N=n)
+
+    def chunks(self, n):
+        return self._at(self._terms.shape[2], N=n)
+
+    def __getattr__(self, name):
+        return getattr(self._terms.rebuilt, name)
 
 
 class _Instance:

@@ -159,3 +159,20 @@ def test_a_bitvector_program_compiled_once_gives_each_ns_values_of_the_substitut
         theirs, _ = substituted.evaluate(s=s, r=r, j=j)
         for a, b in zip(mine, theirs):
             assert (np.broadcast_to(a, s.shape) == np.broadcast_to(b, s.shape)).all(), n
+
+
+@pytest.mark.parametrize("algorithm, collective", PAIRS, ids=[f"{a}-{c}" for a, c in PAIRS])
+def test_a_proof_reads_the_terms_the_schedule_runs(algorithm, collective):
+    """symbolic(program) is a view of program.terms(): at the variables
+    themselves its transfer and shape are those very Z3 terms (not a second
+    evaluation of the Python functions), and at other arguments they are the
+    kept terms with the arguments substituted."""
+    program = PROGRAMS[algorithm][collective](**OPTIONS.get((algorithm, collective), {}))
+    sym, v = symbolic(program)
+    terms = program.terms()
+    t = sym.transfer(v["N"], v["s"], v["r"], v["j"])
+    assert all(a.eq(b) for a, b in zip((t.active, t.dst, t.src_chunk, t.dst_chunk, t.op), terms.transfer))
+    assert all(f(v["N"]).eq(b) for f, b in zip((sym.steps, sym.width, sym.chunks), terms.shape))
+    r2 = v["r"] + 1
+    moved = sym.transfer(v["N"], v["s"], r2, v["j"]).dst
+    assert moved.eq(z3.substitute(terms.transfer[1], (v["r"], r2)))
