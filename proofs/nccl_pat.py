@@ -147,6 +147,8 @@ LOWEST = 10
 BELOW = "nccl-pat.reduce_scatter-below-10-exactly-once"
 #: NCCL's own aggregation and postFreq at chunk 2, count 1 (postFreq 2 from N = 4, aggregation 16 from N = 18)
 POSTFREQ_2 = "nccl-pat.reduce_scatter-postfreq-2-exactly-once"
+#: NCCL's own aggregation and postFreq at chunk 4, count 1 (postFreq 4 from N = 6, aggregation 32 from N = 34)
+POSTFREQ_4 = "nccl-pat.reduce_scatter-postfreq-4-exactly-once"
 
 #: row -> (collective, the options of the proved program (aggregation None:
 #: NCCL's choice, computed by the generator), the N it covers)
@@ -154,10 +156,11 @@ OPTIONS = {
     "nccl-pat.reduce_scatter-exactly-once": ("reduce_scatter", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, MAX_RANKS)),
     BELOW: ("reduce_scatter", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
     POSTFREQ_2: ("reduce_scatter", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, MAX_RANKS)),
+    POSTFREQ_4: ("reduce_scatter", {"aggregation": None, "post": None, "chunk": 4, "count": 1}, (2, MAX_RANKS)),
 }
 #: the rows with :func:`cases` whose induction is decided at rank 0 and
 #: carried to every rank by :func:`run_rotation_queries` (module text)
-PINNED = (POSTFREQ_2,)
+PINNED = (POSTFREQ_2, POSTFREQ_4)
 
 
 def _entry(name: str) -> tuple:

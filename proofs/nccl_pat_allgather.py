@@ -196,6 +196,8 @@ ROW = "nccl-pat.allgather-exactly-once"
 BELOW = "nccl-pat.allgather-below-10-exactly-once"
 #: NCCL's own aggregation and postFreq at chunk 2, count 1 (postFreq 2 from N = 4, aggregation 16 from N = 18)
 POSTFREQ_2 = "nccl-pat.allgather-postfreq-2-exactly-once"
+#: NCCL's own aggregation and postFreq at chunk 4, count 1 (postFreq 4 from N = 6, aggregation 32 from N = 34)
+POSTFREQ_4 = "nccl-pat.allgather-postfreq-4-exactly-once"
 #: the most ranks the aggregation-8 row covers (module text: the cost per power of two)
 HIGHEST = 65536
 #: the most ranks the postFreq-2 row covers (its last run, 18..65536, takes P as a term of N)
@@ -208,6 +210,7 @@ OPTIONS = {
     ROW: ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, HIGHEST)),
     BELOW: ("allgather", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
     POSTFREQ_2: ("allgather", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, POSTFREQ_2_HIGHEST)),
+    POSTFREQ_4: ("allgather", {"aggregation": None, "post": None, "chunk": 4, "count": 1}, (2, HIGHEST)),
 }
 #: the powers of two at or above some N of the aggregation-8 row (:func:`case`: P a number)
 POWERS = tuple(1 << b for b in range((LOWEST - 1).bit_length(), HIGHEST.bit_length()))
