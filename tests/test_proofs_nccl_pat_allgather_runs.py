@@ -63,7 +63,7 @@ def test_the_rows_are_full_only_with_nccls_choice_in_the_scope():
 
 
 def test_each_runs_program_is_the_generators_and_a_users_calls():
-    """At the last N of every run with P a number, and N = 18, 100 and 257
+    """At the first and last N of every run with P a number, and N = 18, 100 and 257
     of the postFreq-2 run 18..65536 (34 and 65 of the postFreq-4 run
     34..65536; the same query covers the rest): the
     scope's options are the run's, and the program a run proves
@@ -73,7 +73,7 @@ def test_each_runs_program_is_the_generators_and_a_users_calls():
     for name in (BELOW, POSTFREQ_2, POSTFREQ_4):
         _, options, _ = proof.OPTIONS[name]
         for lo, hi, p, a, f in shared.cases(name):
-            for n in (hi,) if p else ((18, 100, 257) if name == POSTFREQ_2 else (34, 65)):  # the run with P a term of N at a few of its N
+            for n in sorted({lo, hi}) if p else ((18, 100, 257) if name == POSTFREQ_2 else (34, 65)):  # the run with P a term of N at a few of its N
                 assert rows[name].premises.fixed(n) == {**options, "aggregation": a, "post": f}
                 assert p is None or int(nccl_pat.pow2_above(n)) == p
                 built = _plain(proof.program(name, a, f).schedule(n))
