@@ -1,9 +1,9 @@
-"""nccl-pat's all-gather copies every block exactly once to every rank: N in 10..65536 at aggregation 8, N in 2..9, and N in 2..65536 at postFreq 2.
+"""nccl-pat's all-gather copies every block exactly once to every rank: N in 10..65536 at aggregation 8, N in 2..9, and N in 2..65536 at postFreq 2 and at postFreq 4.
 
 The induction of :mod:`collspec.proofs.induction` on ``nccl-pat``'s own
 all-gather transfer function
 (:func:`collspec.models.generators.nccl_pat.pat_program`), N symbolic on
-bit-vectors, count 1, one loop, in three rows (:data:`OPTIONS`):
+bit-vectors, count 1, one loop, in four rows (:data:`OPTIONS`):
 
 - ``nccl-pat.allgather-exactly-once``: N in 10..65536, aggregation 8,
   postFreq 1, chunk 1: what NCCL 2.30's ``PatAGAlgorithm`` constructor
@@ -12,8 +12,12 @@ bit-vectors, count 1, one loop, in three rows (:data:`OPTIONS`):
   NCCL's own aggregation (1, 2 or 4 there);
 - ``nccl-pat.allgather-postfreq-2-exactly-once``: N in 2..65536 at chunk 2
   and NCCL's own postFreq and aggregation (postFreq 2 from N = 4, so
-  aggregations 2, 4, 8 and 16, messages of 2 blocks); the last section
-  says what these two rows prove.
+  aggregations 2, 4, 8 and 16, messages of 2 blocks);
+- ``nccl-pat.allgather-postfreq-4-exactly-once``: N in 2..65536 at chunk 4
+  and NCCL's own postFreq and aggregation (postFreq 2 at N = 4, 5 and 4
+  from N = 6, so aggregations 4, 8, 16 and 32, messages of 4 blocks; its
+  runs from 34 ranks one run 34..65536 with P a term of N); the last
+  section says what these three rows prove.
 
 The invariant is stated from NCCL 2.30's definitions (``PatAGAlgorithm``
 and its ``nextAs`` in ``src/include/collectives.h``), written here again
@@ -124,10 +128,10 @@ units); 10..16384 29 s against about 95 s for its 11 powers (10..4096 and
 65536 as numbers. Hence :data:`RANGES`.
 
 Premises beyond the induction's: none; the options and 10 <= N <= 65536 are
-the scope's. What stays bounded (N above 65536, larger postFreq, several
+the scope's. What stays bounded (N above 65536, postFreq above 4, several
 loops) is listed in docs/proofs.md.
 
-The rows with NCCL's own choice (below 10 ranks; postFreq 2). They split
+The rows with NCCL's own choice (below 10 ranks; postFreq 2; postFreq 4). They split
 their N range into runs with one P, one aggregation A and one postFreq F
 (:func:`collspec.proofs.nccl_pat.cases`, NCCL's choice restated there,
 shared with the reduce-scatter's rows). The order above, for any A and F
@@ -142,7 +146,8 @@ each query's case the run (:func:`run_case`: its bounds on N and the
 generator's own P equal to the run's; the postFreq-2 row's last run,
 18..65536, takes the invariant's P as a term of N, as the aggregation-8
 row's ranges, and its ``same`` query replaces the call's own choice terms
-by 16 and 2, as that row's):
+by 16 and 2, as that row's; the postFreq-4 row's last run, 34..65536,
+likewise with 32 and 4):
 
 a. ``choice`` (:func:`runs_choice_query`): in each run the program of a
    user's call with only the row's chunk and count chooses the run's A
@@ -151,7 +156,7 @@ b. ``cases`` (:func:`runs_cover_query`): the runs, each with that P and
    that choice of A and F, cover the row's N range;
 c. ``turning`` (:func:`runs_turning_queries`): the mod-N identities and
    lowbit as in 3 of the list above, and the invariant's turning as in 3b, at
-   postFreq 2 with the block's place a further free function (the slot of
+   postFreq 2 and 4 with the block's place a further free function (the slot of
    the witness at (r, c) and at (r - d, c - d) is the same);
 d. per run (:func:`run_queries`): ``same``, the user's call's program is
    the program with A and F given, at every step, rank and slot (its case
@@ -169,7 +174,10 @@ cores): 10 to 13 s of CPU for the row below 10 (load 4 to 7); for
 postFreq 2, with P a number in every run, 22 to 26 s to 64 ranks, 33.8 s
 to 128 and 83 s to 1024 (load 4 to 7, the cost growing with P); with
 the run 18..65536 taking P as a term of N, 65.6 s for all of 2..65536
-(load 1.5, the heaviest check 71.8 million units: docs/bench.md).
+(load 1.5, the heaviest check 71.8 million units: docs/bench.md). The
+postFreq-4 row, its runs from 34 one run 34..65536 with P a term of N,
+takes 61.0 s (the heaviest check 57.7 million units, ``unwritten-unchanged``
+of that run; load 3.0 to 4.5, December 2026).
 """
 
 from __future__ import annotations
@@ -196,6 +204,8 @@ ROW = "nccl-pat.allgather-exactly-once"
 BELOW = "nccl-pat.allgather-below-10-exactly-once"
 #: NCCL's own aggregation and postFreq at chunk 2, count 1 (postFreq 2 from N = 4, aggregation 16 from N = 18)
 POSTFREQ_2 = "nccl-pat.allgather-postfreq-2-exactly-once"
+#: NCCL's own aggregation and postFreq at chunk 4, count 1 (postFreq 4 from N = 6, aggregation 32 from N = 34)
+POSTFREQ_4 = "nccl-pat.allgather-postfreq-4-exactly-once"
 #: the most ranks the aggregation-8 row covers (module text: the cost per power of two)
 HIGHEST = 65536
 #: the most ranks the postFreq-2 row covers (its last run, 18..65536, takes P as a term of N)
@@ -208,6 +218,7 @@ OPTIONS = {
     ROW: ("allgather", {"aggregation": AGGREGATION, "post": 1, "chunk": 1, "count": 1}, (LOWEST, HIGHEST)),
     BELOW: ("allgather", {"aggregation": None, "post": 1, "chunk": 1, "count": 1}, (2, LOWEST - 1)),
     POSTFREQ_2: ("allgather", {"aggregation": None, "post": None, "chunk": 2, "count": 1}, (2, POSTFREQ_2_HIGHEST)),
+    POSTFREQ_4: ("allgather", {"aggregation": None, "post": None, "chunk": 4, "count": 1}, (2, HIGHEST)),
 }
 #: the powers of two at or above some N of the aggregation-8 row (:func:`case`: P a number)
 POWERS = tuple(1 << b for b in range((LOWEST - 1).bit_length(), HIGHEST.bit_length()))

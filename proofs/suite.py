@@ -194,7 +194,7 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~25 s and ~30 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
-    if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~65 s (N >= 10), ~10 s (N 2..9), ~66 s (postFreq 2): only under --full
+    if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2), ~68 s (postFreq 4); all-gather ~65 s (N >= 10), ~10 s (N 2..9), ~66 s (postFreq 2), ~61 s (postFreq 4): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
         proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
@@ -323,9 +323,11 @@ RLIMITS: dict[str, int] = {
     "nccl-pat.reduce_scatter-exactly-once": 190_000_000,  # 23,379,008 (rank-0 pinned induction)
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)
     "nccl-pat.reduce_scatter-postfreq-2-exactly-once": 258_000_000,  # 32,231,631 (N up to 65536, rank-0 pinned induction)
+    "nccl-pat.reduce_scatter-postfreq-4-exactly-once": 469_000_000,  # 58,620,066 (N up to 65536; run 34..65536 with P a term of N)
     "nccl-pat.allgather-exactly-once": 430_000_000,  # 53,609,811 (N up to 65536, three ranges of N with P a term of N)
     "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
     "nccl-pat.allgather-postfreq-2-exactly-once": 575_000_000,  # 71,795,199 (N up to 65536; run 18..65536 with P a term of N)
+    "nccl-pat.allgather-postfreq-4-exactly-once": 462_000_000,  # 57,719,179 (N up to 65536; run 34..65536 with P a term of N)
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)

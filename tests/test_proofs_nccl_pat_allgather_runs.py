@@ -24,7 +24,7 @@ from collspec.proofs.solver import FAILED, PROVED, Row, decide, within
 from collspec.proofs.suite import suite
 from pat_mutations import last_message_again
 
-BELOW, POSTFREQ_2 = proof.BELOW, proof.POSTFREQ_2
+BELOW, POSTFREQ_2, POSTFREQ_4 = proof.BELOW, proof.POSTFREQ_2, proof.POSTFREQ_4
 ORIGINAL_PROGRAM = nccl_pat.pat_program
 RUN_6_TO_8 = (6, 8, 8, 4, 1)
 RUN_4 = (4, 4, 4, 2, 2)
@@ -46,29 +46,34 @@ def _query(name, run, starts):
 
 
 def test_the_rows_are_full_only_with_nccls_choice_in_the_scope():
-    rows = {p.name: p.scope for p in suite(full=True) if p.name in (BELOW, POSTFREQ_2)}
+    rows = {p.name: p.scope for p in suite(full=True) if p.name in (BELOW, POSTFREQ_2, POSTFREQ_4)}
     assert rows == {
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
         POSTFREQ_2: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..65536), "
                     "NCCL's postFreq 1 (N 2..3), 2 (N 4..65536), chunk 2, count 1",
+        POSTFREQ_4: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..33), 32 (N 34..65536), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..5), 4 (N 6..65536), chunk 4, count 1",
     }
-    assert not [p for p in suite() if p.name in (BELOW, POSTFREQ_2)]
+    assert not [p for p in suite() if p.name in (BELOW, POSTFREQ_2, POSTFREQ_4)]
     assert shared.cases(BELOW) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 1), (5, 5, 8, 2, 1), (6, 8, 8, 4, 1), (9, 9, 16, 4, 1))
     assert shared.cases(POSTFREQ_2)[2:] == ((4, 4, 4, 2, 2), (5, 5, 8, 2, 2), (6, 8, 8, 4, 2), (9, 9, 16, 4, 2), (10, 16, 16, 8, 2),
                                             (17, 17, 32, 8, 2), (18, 65536, None, 16, 2))  # P a term of N from 18
+    assert shared.cases(POSTFREQ_4)[4:] == ((6, 8, 8, 4, 4), (9, 9, 16, 4, 4), (10, 16, 16, 8, 4), (17, 17, 32, 8, 4), (18, 32, 32, 16, 4),
+                                            (33, 33, 64, 16, 4), (34, 65536, None, 32, 4))  # P a term of N from 34
 
 
 def test_each_runs_program_is_the_generators_and_a_users_calls():
-    """At the last N of every run with P a number, and N = 18, 100 and 257
-    of the run 18..65536 (the same query covers the rest): the
+    """At the first and last N of every run with P a number, and N = 18, 100 and 257
+    of the postFreq-2 run 18..65536 (34 and 65 of the postFreq-4 run
+    34..65536; the same query covers the rest): the
     scope's options are the run's, and the program a run proves
     (aggregation and postFreq given) builds the schedule of a user's call
     with only the row's chunk and count."""
     rows = {p.name: p for p in suite(full=True)}
-    for name in (BELOW, POSTFREQ_2):
+    for name in (BELOW, POSTFREQ_2, POSTFREQ_4):
         _, options, _ = proof.OPTIONS[name]
         for lo, hi, p, a, f in shared.cases(name):
-            for n in (hi,) if p else (18, 100, 257):  # the run 18..65536 (P a term of N) at three of its N
+            for n in sorted({lo, hi}) if p else ((18, 100, 257) if name == POSTFREQ_2 else (34, 65)):  # the run with P a term of N at a few of its N
                 assert rows[name].premises.fixed(n) == {**options, "aggregation": a, "post": f}
                 assert p is None or int(nccl_pat.pow2_above(n)) == p
                 built = _plain(proof.program(name, a, f).schedule(n))
@@ -80,9 +85,11 @@ def test_the_restated_message_and_place_are_the_built_schedules():
     invariant against every message the generator builds, for every N of
     the row below 10, the first and last N of each postFreq-2 run with P a
     number and N = 18, 33, 64, 100, 257 of its run 18..65536 (P a term of
-    N); every offset arrives once."""
+    N, and the first and last N of each postFreq-4 run with P a number and
+    N = 34, 40, 65 of its run 34..65536; every offset arrives once."""
     cases = [(BELOW, n, run) for run in shared.cases(BELOW) for n in range(run[0], run[1] + 1)]
     cases += [(POSTFREQ_2, n, run) for run in shared.cases(POSTFREQ_2) for n in (sorted({run[0], run[1]}) if run[2] else (18, 33, 64, 100, 257))]
+    cases += [(POSTFREQ_4, n, run) for run in shared.cases(POSTFREQ_4) for n in (sorted({run[0], run[1]}) if run[2] else (34, 40, 65))]
     for name, n, (_, _, p, a, f) in cases:
         made, ranks, arrived = proof.program(name, a, f), np.arange(n, dtype=np.int64), set()
         for t in range(int(made.steps(n))):
@@ -99,7 +106,7 @@ def test_the_restated_message_and_place_are_the_built_schedules():
 
 
 def test_the_runs_cover_the_rows_and_a_missing_run_fails_the_cover(monkeypatch):
-    for name in (BELOW, POSTFREQ_2):
+    for name in (BELOW, POSTFREQ_2, POSTFREQ_4):
         assert _decide(name, proof.runs_choice_query(name)).status == PROVED
         assert _decide(name, proof.runs_cover_query(name)).status == PROVED
     runs = shared.cases(BELOW)
@@ -222,7 +229,7 @@ def test_the_invariant_at_postfreq_2_turns_and_a_slot_of_the_cell_not_the_offset
     assert result.status == FAILED and result.reason == "counterexample"
 
 
-@pytest.mark.parametrize("name", [BELOW, POSTFREQ_2])
+@pytest.mark.parametrize("name", [BELOW, POSTFREQ_2, POSTFREQ_4])
 def test_every_run_asks_same_rotation_and_the_pinned_induction(name):
     """Each run's queries: same, the rotation of its program's transfer and
     ends, and the 13 of the induction, each pinned to rank 0 and named with
@@ -231,7 +238,7 @@ def test_every_run_asks_same_rotation_and_the_pinned_induction(name):
     made = proof.run_queries(name, run)
     assert made[0].name.startswith("same:") and made[1].name.startswith("rotation: rank r's transfer") and made[2].name.startswith("rotation: the cells")
     assert len(made) == 16 and all(len(q.pin) == 1 for q in made[3:]) and not any(q.pin for q in made[:3])
-    p = "= pow2_above(N)" if run[2] is None else run[2]  # the postFreq-2 row's last run: P a term of N
+    p = "= pow2_above(N)" if run[2] is None else run[2]  # the last run of the postFreq-2 and -4 rows: P a term of N
     assert all(q.name.endswith(("r = 0]", "q = 0]")) and f"N in {run[0]}..{run[1]}: P {p}" in q.name for q in made[3:])
 
 

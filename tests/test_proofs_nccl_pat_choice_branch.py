@@ -1,6 +1,6 @@
 """The nccl-pat rows whose top N are tied to a user's call by its own
-choice functions (the aggregation-8 rows, 10..65536, and the postFreq-2
-rows' run 18..65536) decide that the user's call's program is
+choice functions (the aggregation-8 rows, 10..65536, the postFreq-2
+rows' run 18..65536 and the postFreq-4 rows' run 34..65536) decide that the user's call's program is
 the proved one, not only that it chooses the same aggregation and
 postFreq: a bug that ``pat_program`` runs only when the aggregation and
 postFreq are left to it (the path every user's call without ``-o
@@ -9,8 +9,8 @@ aggregation``/``-o post`` takes) fails the row.
 Each test builds the row as ``collspec prove --full`` builds it and decides
 only the ``same`` query (:func:`tests.proof_results.deciding_only`); the
 induction and rotation queries are about the programs with the aggregation
-and postFreq given, which the planted bug leaves alone (the postFreq-2
-row's are not even built here: building them alone is several seconds)."""
+and postFreq given, which the planted bug leaves alone (the reduce-scatter
+rows with runs do not even build them here: that alone is several seconds)."""
 
 from __future__ import annotations
 
@@ -46,26 +46,30 @@ def default_branch_bug_from_40(collective, aggregation=None, chunk=None, count=N
     return dataclasses.replace(made, transfer=transfer)
 
 
-#: row -> (its prove, the user's call's options, the collective)
+#: row -> (its prove, the user's call's options, the collective, the
+#: aggregation and postFreq of its top N, the N range of its same query there)
 ROWS = {
-    proof.POSTFREQ_2: (proof.prove, {"chunk": 2, "count": 1}, "reduce_scatter"),
-    "nccl-pat.reduce_scatter-exactly-once": (proof.prove, {"chunk": 1, "count": 1}, "reduce_scatter"),
-    allgather.ROW: (allgather.prove, {"chunk": 1, "count": 1}, "allgather"),
-    allgather.POSTFREQ_2: (allgather.prove, {"chunk": 2, "count": 1}, "allgather"),
+    proof.POSTFREQ_2: (proof.prove, {"chunk": 2, "count": 1}, "reduce_scatter", {"aggregation": 16, "post": 2}, "18..65536"),
+    proof.POSTFREQ_4: (proof.prove, {"chunk": 4, "count": 1}, "reduce_scatter", {"aggregation": 32, "post": 4}, "34..65536"),
+    "nccl-pat.reduce_scatter-exactly-once": (proof.prove, {"chunk": 1, "count": 1}, "reduce_scatter", {"aggregation": 8, "post": 1}, "10..65536"),
+    allgather.ROW: (allgather.prove, {"chunk": 1, "count": 1}, "allgather", {"aggregation": 8, "post": 1}, "10..65536"),
+    allgather.POSTFREQ_2: (allgather.prove, {"chunk": 2, "count": 1}, "allgather", {"aggregation": 16, "post": 2}, "18..65536"),
+    allgather.POSTFREQ_4: (allgather.prove, {"chunk": 4, "count": 1}, "allgather", {"aggregation": 32, "post": 4}, "34..65536"),
 }
-#: the rows whose top run is aggregation 16, postFreq 2
-POSTFREQ_2_ROWS = (proof.POSTFREQ_2, allgather.POSTFREQ_2)
 
 
 def _prove_deciding_same(monkeypatch, row):
     """Row ``row`` built as ``collspec prove`` builds it, deciding only its
-    ``same`` queries of the top N (the postFreq-2 row: its run 18..65536),
-    within the row's scope and resource limit."""
-    prove = ROWS[row][0]
-    if row == proof.POSTFREQ_2:  # the given programs' induction and rotation: untouched by the bug, seconds to build
-        monkeypatch.setattr(proof, "case_queries", lambda name, run: [])
+    ``same`` queries of the top N (a postFreq-2 or -4 row: its run
+    18..65536 or 34..65536), within the row's scope and resource limit."""
+    from collspec.proofs import induction
+
+    prove, top = ROWS[row][0], ROWS[row][4]
+    # the given programs' induction (and the reduce-scatter runs' rotation): untouched by the bug, seconds to build
+    monkeypatch.setattr(induction, "queries", lambda program, invariant: [])
+    if row in proof.PINNED:
         monkeypatch.setattr(proof, "run_rotation_queries", lambda name: [])
-    passed = deciding_only(monkeypatch, lambda name: name.startswith("same:") and ("18..65536" in name or "10..65536" in name))
+    passed = deciding_only(monkeypatch, lambda name: name.startswith("same:") and top in name)
     (found,) = [p for p in suite(full=True) if p.name == row]
     with within(Row(row, found.premises, RLIMITS[row])):
         return prove(row), passed
@@ -73,11 +77,11 @@ def _prove_deciding_same(monkeypatch, row):
 
 @pytest.mark.parametrize("row", list(ROWS))
 def test_a_bug_only_in_the_users_choice_branch_from_40_fails_the_row(monkeypatch, row):
-    _, options, collective = ROWS[row]
+    _, options, collective, given, _ = ROWS[row]
     monkeypatch.setattr(nccl_pat, "pat_program", default_branch_bug_from_40)
     assert check(generate("nccl-pat", collective, 39, **options)).ok
     assert not check(generate("nccl-pat", collective, 40, **options)).ok
-    assert check(generate("nccl-pat", collective, 40, aggregation=16 if row in POSTFREQ_2_ROWS else 8, post=2 if row in POSTFREQ_2_ROWS else 1, **options)).ok
+    assert check(generate("nccl-pat", collective, 40, **given, **options)).ok
     result, _ = _prove_deciding_same(monkeypatch, row)
     assert result.status == FAILED and result.counterexample["N"] >= 40
     failed = result.queries[-1][0]

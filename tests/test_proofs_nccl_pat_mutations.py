@@ -29,6 +29,7 @@ ORIGINAL_REVERSE = nccl_pat._reverse
 RS = "nccl-pat.reduce_scatter-exactly-once"
 BELOW = proof.BELOW
 POSTFREQ_2 = proof.POSTFREQ_2
+POSTFREQ_4 = proof.POSTFREQ_4
 ORIGINAL_STEPS_PER_LOOP = nccl_pat.steps_per_loop
 ADDS_NEW = "adds-new: a reduce brings nothing the cell already holds [r = 0]"
 
@@ -91,6 +92,8 @@ def test_rows_are_full_only_with_their_options_in_the_scope():
         BELOW: "all N in 2..9, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), postFreq 1, chunk 1, count 1",
         POSTFREQ_2: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..65536), "
                     "NCCL's postFreq 1 (N 2..3), 2 (N 4..65536), chunk 2, count 1",
+        POSTFREQ_4: "all N in 2..65536, NCCL's aggregation 1 (N 2..3), 2 (N 4..5), 4 (N 6..9), 8 (N 10..17), 16 (N 18..33), 32 (N 34..65536), "
+                    "NCCL's postFreq 1 (N 2..3), 2 (N 4..5), 4 (N 6..65536), chunk 4, count 1",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-pat.")]
 
@@ -100,7 +103,7 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
     for name, (collective, options, (low, high)) in proof.OPTIONS.items():
         made = proof.program(name)
         assert made.meta == {**options, "dtype": "float32"}
-        # each run's first and last N (the choice query covers every N of a run)
+        # each run's first and last N, and N = 33 and 40 of the run with P a term of N (the choice query covers every N of a run)
         for n in (10, 17) if name == RS else sorted({n for lo, hi, p, *_ in proof.cases(name) for n in ((lo, hi) if p else (lo, 33, 40))}):
             fixed = rows[name].premises.fixed(n)
             post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
@@ -108,7 +111,7 @@ def test_the_proved_program_is_the_generators_at_the_scope_options():
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, **fixed))
             # NCCL 2.30's own choice at the row's chunk and count (no aggregation or post given)
             assert _plain(made.schedule(n)) == _plain(generate("nccl-pat", collective, n, chunk=options["chunk"], count=options["count"]))
-    for name in (BELOW, POSTFREQ_2):  # the program each run proves: the same schedules
+    for name in (BELOW, POSTFREQ_2, POSTFREQ_4):  # the program each run proves: the same schedules
         for lo, hi, p, a, f in proof.cases(name):
             for n in {lo, hi} if p else {lo, 40}:
                 assert _plain(proof.program(name, a, f).schedule(n)) == _plain(proof.program(name).schedule(n))
@@ -122,8 +125,11 @@ def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_an
     # from 18 ranks on, one run with P a term of N (aggregation 16, postFreq 2 up to 65536)
     assert proof.cases(POSTFREQ_2) == ((2, 2, 2, 1, 1), (3, 3, 4, 1, 1), (4, 4, 4, 2, 2), (5, 5, 8, 2, 2), (6, 8, 8, 4, 2), (9, 9, 16, 4, 2),
                                        (10, 16, 16, 8, 2), (17, 17, 32, 8, 2), (18, 65536, None, 16, 2))
+    # chunk 4: postFreq 4 from 6 ranks, aggregation 32 (one run with P a term of N) from 34
+    assert proof.cases(POSTFREQ_4)[4:] == ((6, 8, 8, 4, 4), (9, 9, 16, 4, 4), (10, 16, 16, 8, 4), (17, 17, 32, 8, 4), (18, 32, 32, 16, 4),
+                                           (33, 33, 64, 16, 4), (34, 65536, None, 32, 4))
     edges = {v + e for b in range(17) for v in (1 << b,) for e in (-2, -1, 0, 1, 2)}  # where P, aggregation or postFreq can change
-    for name in (BELOW, POSTFREQ_2):
+    for name in (BELOW, POSTFREQ_2, POSTFREQ_4):
         _, options, (low, high) = proof.OPTIONS[name]
         runs = proof.cases(name)
         assert [n for lo, hi, *_ in runs for n in range(lo, hi + 1)] == list(range(low, high + 1))
@@ -134,6 +140,7 @@ def test_the_case_splits_cover_their_ranges_with_the_generators_p_aggregation_an
                 post = options["post"] or int(nccl_pat.post_frequency(n, options["chunk"], options["count"]))
                 assert (p or int(nccl_pat.pow2_above(n)), a, f) == (int(nccl_pat.pow2_above(n)), int(nccl_pat.nccl_aggregation(n, post)), post)
     assert {a for *_, a, f in proof.cases(POSTFREQ_2) if f == 2} == {2, 4, 8, 16}
+    assert {a for *_, a, f in proof.cases(POSTFREQ_4) if f == 4} == {4, 8, 16, 32}
 
 
 def test_the_restated_order_is_the_built_schedules():
@@ -141,6 +148,7 @@ def test_the_restated_order_is_the_built_schedules():
     block's place in its message) against the messages the generator builds."""
     cases = [(RS, n, None, proof.AGGREGATION, 1) for n in (10, 17, 33)]
     cases += [(name, n, p, a, f) for name in (BELOW, POSTFREQ_2) for lo, hi, p, a, f in proof.cases(name) for n in (range(lo, hi + 1) if p else (18, 32, 33, 40, 64))]
+    cases += [(POSTFREQ_4, n, p, a, f) for lo, hi, p, a, f in proof.cases(POSTFREQ_4) for n in (sorted({lo, hi}) if p else (34, 40, 64, 65))]
     for name, n, p, a, f in cases:
         made = proof.program(name, *((a, f) if name != RS else ()))
         ranks = np.arange(n, dtype=np.int64)
