@@ -71,7 +71,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_tree_sizes, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -194,6 +194,7 @@ def suite(full: bool = False) -> list[Proof]:
     if full:  # ~25 s and ~30 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
+        proofs.append(Proof(nccl_tree_sizes.ROW, nccl_tree_sizes.scope(), INDUCTION_STATEMENT, nccl_tree_sizes.prove))
     if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2); all-gather ~65 s (N >= 10), ~10 s (N 2..9), ~66 s (postFreq 2): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
