@@ -21,9 +21,7 @@ generator's own chunk count (:meth:`~collspec.models.generators.nccl_tree.TreeLa
 count in 0..2^17 (the generator's ``MAX_CELLS``):
 
 - ``shape``: G has ``count`` cells and at least 3 min(K, count) slots;
-  rounds = ceil(count / K), i.e. (rounds - 1) K < count <= rounds K (and
-  rounds = 0 for count 0); G's steps are B's plus rounds - 1 (count >= 1);
-  B has 1 cell and 3 slots.
+  G's steps are B's plus rounds - 1 (count >= 1); B has 1 cell and 3 slots.
 - ``copy (k, e)``: for every chunk k < rounds and element e < K with
   k K + e < count, every step t < steps(B), rank r and role (slot) i < 3:
   when B's slot i of rank r is active at step t, G's slot 3 e + i of rank r
@@ -36,8 +34,13 @@ count in 0..2^17 (the generator's ``MAX_CELLS``):
   :mod:`collspec.proofs.nccl_tree_allreduce`, not read from the
   generator), k < rounds, e < K, k K + e < count, 0 <= s - k < steps(B),
   and B's slot i of rank r is active at step s - k.
-- ``cells``: (k, e) -> k K + e is one to one on k < rounds, e < K, and
-  every cell c < count is (c div K, c mod K) with c div K < rounds.
+- ``rounds`` and ``range`` (over the integers, the generator's ``rounds``
+  evaluated on integer terms): rounds = ceil(count / K), i.e. 0 for count 0
+  and (rounds - 1) K < count <= rounds K otherwise, and 0 <= rounds <= count;
+  for k < rounds, e < K: 0 <= k K < count and count + K - 1 < 2^19.
+- ``cells`` (over the integers): (k, e) -> k K + e is one to one on
+  k < rounds, e < K, and every cell c < count is (c div K, c mod K) with
+  c div K < rounds.
 - the induction of :mod:`collspec.proofs.induction` on B, against the
   invariant of :mod:`collspec.proofs.nccl_tree_allreduce` (restated from
   NCCL's trees and timing) at 1 channel, chunk 1, count 1: its one cell
@@ -66,11 +69,21 @@ leaves no transfer at all (no k < rounds = 0). Premises: the interpreter's
 semantics (as every induction), and that renaming a cell one to one and
 shifting its steps renames its states.
 
+In ``shape``, ``copy`` and ``only copies`` the products ``k K`` and the
+quotient ``(count + K - 1) div K`` are uninterpreted functions
+(:func:`opaque`: a claim proved for every function holds for the
+bit-vector operations), given the bounds ``rounds`` and ``range`` prove
+over the integers (0 <= rounds <= count; 0 <= k K < count for
+0 <= k < rounds). Argued, not a query: 20-bit vector arithmetic is integer
+arithmetic modulo 2^20, and by ``range`` every operand and result of these
+products and quotients lies in 0..2^18, so the bit-vector values are the
+integers of ``rounds``, ``range`` and ``cells``. (Bit-blasted, "one to one",
+"onto" and "rounds" each ran past 120 s.)
+
 What stays bounded: two or more channels at any chunk or count are the
 ``builtin.nccl-tree`` row's (N <= 6, or 16 under ``--full``) and the
-two-channel row's single option set; NCCL's own chunk for a protocol is
-one of the chunks proved here (a row is per chunk value, the chunk a
-solver variable).
+two-channel row's single option set. The row covers a given ``chunk``
+option; the chunk NCCL picks when none is given is not compared with it.
 """
 
 from __future__ import annotations
