@@ -18,7 +18,7 @@ from collspec.models.generators import generate, nccl_tree
 from collspec.models.program import Transfer
 from collspec.proofs import nccl_tree_sizes
 from collspec.proofs.solver import FAILED, Row, decide, within
-from collspec.proofs.suite import suite
+from collspec.proofs.suite import rlimit_of, suite
 
 ORIGINAL = nccl_tree.sizes_program
 FIELDS = [f.name for f in dataclasses.fields(Transfer)]
@@ -53,9 +53,8 @@ def test_the_row_asks_the_lemmas_then_the_one_cell_induction():
 
 def _decide(prefix):
     """Decide the row's lemma named ``prefix...`` alone, in the row's scope and limit."""
-    (proof,) = [p for p in suite(full=True) if p.name == nccl_tree_sizes.ROW]
     (query,) = [q for q in nccl_tree_sizes.lemmas() if q.name.startswith(prefix)]
-    with within(Row(proof.name, proof.premises, proof.rlimit)):
+    with within(Row(nccl_tree_sizes.ROW, nccl_tree_sizes.scope(), rlimit_of(nccl_tree_sizes.ROW, True))):
         return decide(query)
 
 
@@ -98,10 +97,18 @@ def up_early_past_the_first_element(chunk=1, count=1):
     return dataclasses.replace(made, transfer=transfer)
 
 
-def test_a_bug_past_the_first_element_fails_the_only_copies_lemma(monkeypatch):
+def test_a_bug_past_the_first_element_fails_the_copy_lemma(monkeypatch):
     monkeypatch.setattr(nccl_tree, "sizes_program", up_early_past_the_first_element)
     assert check(nccl_tree.sizes_program(1, 4).schedule(5)).ok  # chunk 1: one element per chunk, unchanged
     assert not check(nccl_tree.sizes_program(2, 4).schedule(5)).ok
+    outcome = _decide("copy (k, e)")
+    assert outcome.status == FAILED and outcome.reason == "counterexample"
+    assert outcome.counterexample["e"] >= 1 and outcome.counterexample["chunk"] >= 2
+
+
+def test_a_send_moved_to_a_later_step_fails_the_only_copies_lemma(monkeypatch):
+    """The late sends of the third-chunk bug are transfers no copy makes."""
+    monkeypatch.setattr(nccl_tree, "sizes_program", down_late_from_the_third_chunk)
     outcome = _decide("only copies")
     assert outcome.status == FAILED and outcome.reason == "counterexample"
-    assert outcome.counterexample["j"] >= nccl_tree.ROLES and outcome.counterexample["chunk"] >= 2
+    assert outcome.counterexample["j"] % nccl_tree.ROLES != 0  # a send down
