@@ -191,7 +191,7 @@ def suite(full: bool = False) -> list[Proof]:
                for collective in nccl_ring_loops.PROOFS]
     proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
                      lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
-    if full:  # ~25 s and ~30 s of CPU: only under --full
+    if full:  # ~25 s, ~30 s and ~29 s (sizes) of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
         proofs.append(Proof(nccl_tree_sizes.ROW, nccl_tree_sizes.scope(), INDUCTION_STATEMENT, nccl_tree_sizes.prove))
