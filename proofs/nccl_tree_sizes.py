@@ -133,7 +133,11 @@ def opaque(query: Query, chunk, count, rounds) -> Query:
     ``(a, chunk)`` (``times``, ``over``, ``modulo``): a claim proved for
     every such function holds for the bit-vector operations (the query only
     generalises). It keeps the chunk's products out of bit-blasting, where
-    the generator-facing lemmas need no more than ``a = b -> f(a) = f(b)``."""
+    the generator-facing lemmas need no more than ``a = b -> f(a) = f(b)``.
+    Each product ``x chunk`` keeps the bounds ``rounds`` and ``range`` prove
+    (0 <= x chunk < count for 0 <= x < rounds; 0 <= rounds <= count) and the
+    identities 0 chunk = 0, 1 chunk = chunk, so a counterexample's first two
+    chunks are the real cells 0 .. 2 chunk - 1."""
     sort = z3.BitVecSort(BITVEC_WIDTH)
     made = {name: z3.Function(name, sort, sort, sort) for name in set(_OPAQUE.values())}
 
@@ -163,7 +167,10 @@ def opaque(query: Query, chunk, count, rounds) -> Query:
         if t.decl().eq(made["times"]):
             products.append(t)
         stack.extend(t.children())
-    bounds = [0 <= rounds, rounds <= count] + [z3.Implies(z3.And(0 <= p.arg(0), p.arg(0) < rounds), z3.And(0 <= p, p < count)) for p in products]
+    bounds = [0 <= rounds, rounds <= count]
+    for p in products:  # the integer bounds below rounds, and 0 chunk = 0, 1 chunk = chunk (identities of the bit-vector product)
+        bounds += [z3.Implies(z3.And(0 <= p.arg(0), p.arg(0) < rounds), z3.And(0 <= p, p < count)), z3.Implies(p.arg(0) == 0, p == 0),
+                   z3.Implies(p.arg(0) == 1, p == chunk)]
     return Query(query.name, premises + bounds, claim, [rewrite(w) for w in query.when], [rewrite(c) for c in query.case])
 
 
