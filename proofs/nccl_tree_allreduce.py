@@ -118,11 +118,17 @@ def program(name: str):
     return nccl_tree.tree_program(**OPTIONS[name])
 
 
-def premises(name: str) -> tuple:
+def _options(name) -> dict:
+    """The options of row ``name``, or ``name`` itself when it is an options
+    dict (the one-cell program of :mod:`collspec.proofs.nccl_tree_sizes`)."""
+    return OPTIONS[name] if isinstance(name, str) else name
+
+
+def premises(name) -> tuple:
     """The options the row's program fixes, as premises of its scope
     (:mod:`collspec.proofs.scope`): in its text, and what a test builds the
     generator's schedule with."""
-    o = OPTIONS[name]
+    o = _options(name)
     given = (Fixed("parts", lambda n: o["parts"], f"parts {', '.join(map(str, o['parts']))} (given, as NCCL 2.30 splits a collective that shares its plan)"),
              ) if "parts" in o else ()
     return (
@@ -184,9 +190,10 @@ def _full_at(y, n):
 # -- the invariant --------------------------------------------------------------------------
 
 
-def invariant(name: str) -> Invariant:
-    """The claim of the module text for the program of row ``name``."""
-    o = OPTIONS[name]
+def invariant(name) -> Invariant:
+    """The claim of the module text for the program of row ``name`` (or of
+    the options dict ``name``)."""
+    o = _options(name)
     channels, chunk, count = o["channels"], o["chunk"], o["count"]
     parts = o.get("parts", [count])  # one channel: the whole vector, as NCCL 2.30 splits it
     per = parts[0]  # equal parts: channel h holds cells h per .. h per + per - 1

@@ -71,7 +71,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_tree_sizes, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -191,9 +191,10 @@ def suite(full: bool = False) -> list[Proof]:
                for collective in nccl_ring_loops.PROOFS]
     proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
                      lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
-    if full:  # ~25 s and ~30 s of CPU: only under --full
+    if full:  # ~25 s, ~30 s and ~34 s (sizes) of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
+        proofs.append(Proof(nccl_tree_sizes.ROW, nccl_tree_sizes.scope(), INDUCTION_STATEMENT, nccl_tree_sizes.prove))
     if full:  # reduce-scatter ~16 s (N >= 10), ~13 s (N 2..9), ~43 s (postFreq 2), ~68 s (postFreq 4); all-gather ~65 s (N >= 10), ~10 s (N 2..9), ~66 s (postFreq 2), ~61 s (postFreq 4): only under --full
         proofs += [Proof(name, nccl_pat_proofs.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_proofs.prove(name))
                    for name in nccl_pat_proofs.OPTIONS]
@@ -319,6 +320,7 @@ RLIMITS: dict[str, int] = {
     "bfloat16.identical-bits": 10_000_000,  # 2,114
     "nccl-tree.double-binary-tree": 30_000_000,  # 2,714,257
     "nccl-tree.allreduce-one-channel-exactly-once": 650_000_000,  # 77,649,417
+    "nccl-tree.allreduce-sizes-exactly-once": 670_000_000,  # 83,418,379 (copy (k, e); the one-cell induction 46,650,144)
     "nccl-tree.allreduce-two-channels-exactly-once": 310_000_000,  # 38,306,889 (channel 0's cells, channel 1 by the renaming lemmas)
     "nccl-pat.reduce_scatter-exactly-once": 190_000_000,  # 23,379,008 (rank-0 pinned induction)
     "nccl-pat.reduce_scatter-below-10-exactly-once": 38_000_000,  # 4,637,354 (the same query of run 6..8)

@@ -58,6 +58,7 @@ def test_rows_cover_one_and_two_channels_with_their_options_in_the_scope():
         "nccl-tree.allreduce-one-channel-exactly-once": "all N in 2..65536, 1 channel, chunk 1, count 2",
         "nccl-tree.allreduce-two-channels-exactly-once":
             "all N in 2..65536, 2 channels, chunk 1, count 4, parts 2, 2 (given, as NCCL 2.30 splits a collective that shares its plan)",
+        "nccl-tree.allreduce-sizes-exactly-once": "all N in 2..65536, chunk in 1..131072, count in 0..131072, 1 channel (tree 0)",
     }
     assert not [p for p in suite() if p.name.startswith("nccl-tree.allreduce-")]  # --full only
 

@@ -217,10 +217,11 @@ class TreeLayout:
     def count(self) -> int:
         return self.parts_of.count
 
-    def parts(self, n=None) -> list[int]:
+    def parts(self, n=None) -> list:
         """Elements of every channel, channel 0 first (0 where NCCL leaves it
-        empty), as ints: an all-reduce's split does not depend on N."""
-        return [int(p) for p in self.parts_of.parts(2)]
+        empty), as ints (an all-reduce's split does not depend on N), or the
+        given Z3 terms (:func:`sizes_program` in the proofs)."""
+        return [p if ix._symbolic(p) else int(p) for p in self.parts_of.parts(2)]
 
     def chunks(self, n) -> list:
         """chunkCount of every channel (1 for a channel left empty)."""
@@ -228,16 +229,22 @@ class TreeLayout:
             return [self.chunk] * self.channels
         return [host.tree_chunk_elements(self.itemsize, self.protocol, p, n) if p else 1 for p in self.parts()]
 
-    def used(self) -> int:
-        """Channels up to the last non-empty one: those that have slots."""
-        return max([c + 1 for c, p in enumerate(self.parts()) if p] or [1])
+    def used(self):
+        """Channels up to the last non-empty one: those that have slots (at least 1)."""
+        parts = self.parts()
+        if any(ix._symbolic(p) for p in parts):
+            return _most([ix.where(p > 0, c + 1, 0) for c, p in enumerate(parts)], 1)
+        return max([c + 1 for c, p in enumerate(parts) if p] or [1])
 
     def _ints(self, n) -> list[int] | None:
         chunks = self.chunks(n)
         return chunks if all(isinstance(k, int) for k in chunks) else None
 
     def chunk_of(self, c, n):
-        """Channel c's chunkCount: a plain int when every channel has the same."""
+        """Channel c's chunkCount: ``chunk`` itself when given (every channel
+        has it), a plain int when every channel has the same."""
+        if self.chunk is not None:
+            return self.chunk
         chunks = self.chunks(n)
         if self._ints(n) is not None and len(set(chunks)) == 1:
             return chunks[0]
@@ -282,6 +289,41 @@ def _most(values: list, start):
 def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> Program:
     """The transfer function (see the module text)."""
     layout = layout_of(channels, chunk, count, dtype, protocol, parts)
+    return program_of(layout, lambda: tree_program(channels, chunk, count, dtype, protocol, parts), title=_title(layout), meta=_meta(layout))
+
+
+def sizes_program(chunk=1, count=1) -> Program:
+    """The transfer function on 1 channel (tree 0, the whole vector its
+    part) with ``chunk`` and ``count`` as parameters: Z3 variables in the
+    proofs (:mod:`collspec.proofs.nccl_tree_sizes`), so one proof covers
+    every chunk and count. Built by :func:`program_of` as
+    :func:`tree_program` is; at ints its schedule is
+    ``generate_tree(n, channels=1, chunk=chunk, count=count)``'s (a test
+    compares them). Ints are checked as :func:`layout_of` checks them."""
+    layout = sizes_layout(chunk, count)
+
+    def title(n):
+        return f"{ALGORITHM} allreduce, {n} ranks, 1 channel, chunk {chunk}, {count} elements"
+
+    return program_of(layout, lambda chunk, count: sizes_program(chunk, count), {"chunk": chunk, "count": count}, title,
+                      {"channels": 1, "chunk": chunk, "count": count})
+
+
+def sizes_layout(chunk, count) -> TreeLayout:
+    """:func:`sizes_program`'s layout: 1 channel, its part the whole
+    ``count``, chunkCount ``chunk`` (ints checked as :func:`layout_of`
+    checks them; Z3 terms taken as they are)."""
+    if not ix._symbolic(chunk, count):
+        layout_of(1, chunk, count)
+    split = Layout("allreduce", count, 1, 1, 1, None, 0, host.element_size(host.DEFAULT_DTYPE), host.DEFAULT_PROTOCOL, equal=(count,))
+    return TreeLayout(split, chunk, split.itemsize, split.protocol)
+
+
+def program_of(layout: TreeLayout, factory, params=None, title=None, meta=None) -> Program:
+    """The :class:`Program` of ``layout``: its steps, slots and transfer.
+    Every nccl-tree program is built here, the generator's
+    (:func:`tree_program`) and the one the sizes row proves
+    (:func:`sizes_program`), so they differ only in the layout's values."""
     C = layout.channels
 
     def steps(n):
@@ -322,7 +364,17 @@ def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=Non
                 most = max(most, most_per_link(n, step))
         return most
 
+    return Program(
+        ALGORITHM, "allreduce", lambda n: layout.count, steps, slots, transfer, label, factory, params=params or {},
+        capacity=capacity, sort=BITVEC, title=title, meta=meta or {},
+    )
+
+
+def _title(layout: TreeLayout):
+    """The schedule's title at N ranks."""
+
     def title(n):
+        C = layout.channels
         if layout.chunk is not None:
             chunks = str(layout.chunk)
         else:  # NCCL's chunkCount of each used channel (a message carries at most the part)
@@ -332,11 +384,7 @@ def tree_program(channels=None, chunk=None, count=None, dtype=None, protocol=Non
         nccl = "" if layout.chunk is not None else f", {host.PROTOCOLS[layout.protocol][0]}, {layout.itemsize}-byte elements"
         return f"{ALGORITHM} allreduce, {n} ranks, {C} channels, chunk {chunks}, {layout.count} elements{nccl}"
 
-    return Program(
-        ALGORITHM, "allreduce", lambda n: layout.count, steps, slots, transfer, label,
-        lambda: tree_program(channels, chunk, count, dtype, protocol, parts), capacity=capacity, sort=BITVEC,
-        title=title, meta=_meta(layout),
-    )
+    return title
 
 
 def _meta(layout: TreeLayout) -> dict:
