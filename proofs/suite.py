@@ -71,7 +71,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_pat_sizes, nccl_ring_loops, nccl_tree_allreduce, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -191,6 +191,7 @@ def suite(full: bool = False) -> list[Proof]:
                for collective in nccl_ring_loops.PROOFS]
     proofs += [Proof(f"nccl-ring.{collective}-channels-exactly-once", nccl_ring_loops.channels_scope(collective), INDUCTION_STATEMENT,
                      lambda collective=collective: nccl_ring_loops.channels_proof(collective)) for collective in nccl_ring_loops.CHANNEL_AT]
+    proofs += [Proof(name, nccl_pat_sizes.scope(name), SIZES_STATEMENT, lambda name=name: nccl_pat_sizes.prove(name)) for name in nccl_pat_sizes.ROWS]
     if full:  # ~25 s and ~30 s of CPU: only under --full
         proofs += [Proof(nccl_tree_allreduce.row(name), ALL_BITVEC_N + nccl_tree_allreduce.premises(name), INDUCTION_STATEMENT, lambda name=name: nccl_tree_allreduce.prove(name))
                    for name in nccl_tree_allreduce.OPTIONS]
@@ -326,6 +327,8 @@ RLIMITS: dict[str, int] = {
     "nccl-pat.allgather-exactly-once": 430_000_000,  # 53,609,811 (N up to 65536, three ranges of N with P a term of N)
     "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
     "nccl-pat.allgather-postfreq-2-exactly-once": 575_000_000,  # 71,795,199 (N up to 65536; run 18..65536 with P a term of N)
+    "nccl-pat.reduce_scatter-sizes-exactly-once": 23_000_000,  # 2,775,480 (shape, case 2)
+    "nccl-pat.allgather-sizes-exactly-once": 23_000_000,  # 2,775,480 (shape, case 2)
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)
@@ -337,6 +340,8 @@ def rlimit_of(name: str, full: bool) -> int:
     return RLIMITS.get(name, DEFAULT_ROW_RLIMIT)
 
 
+SIZES_STATEMENT = ("every output cell holds every contribution exactly once, and reduces add only into the same index "
+                   "(lanes of the count-1 rows' program, by lemmas on the transfer function: proofs/nccl_pat_sizes.py)")
 INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, and reduces add only into the same index (induction over the transfer function)"
 
 
