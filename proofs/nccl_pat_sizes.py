@@ -233,7 +233,7 @@ def arithmetic_queries(name: str) -> list:
               z3.And(0 <= c, c < cells, *( [out_cell(n, cells, b, c, 0), z3.Not(out_cell(n, cells, b + 1, c, 0)), z3.Not(out_cell(n, cells, b - 1, c, 0))]
                                               if collective == "reduce_scatter" else [expected(n, cells, b, c, b, c, 0), z3.Not(expected(n, cells, b, c, b + 1, c, 0))]))),
         Query(f"range: steps, slots, elements and cells stay below 2^{BITVEC_WIDTH - 1}", opaque + [0 <= loop, loop < loops, 0 <= x, x < cw, 0 <= e, e < post],
-              z3.And(loops * per < LIMIT, post * cw < LIMIT, loop * cw + x < LIMIT, cells <= nccl_pat.MAX_CELLS, loop * per + per <= loops * per)),
+              z3.And(count + chunk - 1 < LIMIT, loops * per < LIMIT, post * cw < LIMIT, loop * cw + x < LIMIT, cells <= nccl_pat.MAX_CELLS, loop * per + per <= loops * per)),
     ]
 
 

@@ -92,7 +92,7 @@ def max_aggregation(n):
 def _plain(value):
     """``value`` as a Python int where it is a number (numpy's 0-d results of
     the :mod:`~collspec.models.indexing` helpers), a Z3 term unchanged."""
-    return value if hasattr(value, "sort") else int(value)
+    return value if ix._symbolic(value) else int(value)
 
 
 def chunk_fits(chunk, count):
@@ -237,7 +237,7 @@ def hop(n, t, e, aggregation, post, reduce):
 def _size(name, value, low):
     """A checked chunk or count: an integer in low..MAX_CELLS, or a Z3 term
     (the proofs of every size: their scope bounds it)."""
-    return value if hasattr(value, "sort") else _integer(name, value, low, MAX_CELLS, ALGORITHM)
+    return value if ix._symbolic(value) else _integer(name, value, low, MAX_CELLS, ALGORITHM)
 
 
 def _options(aggregation, post, chunk, count, dtype):

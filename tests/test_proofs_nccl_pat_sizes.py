@@ -1,0 +1,100 @@
+"""nccl-pat at every count and chunk (proofs/nccl_pat_sizes.py): planted
+bugs fail the named lemma with a counterexample, each test deciding only
+that query; the generator's size helpers take Z3 terms and agree with
+their numbers; the count-1 rows the scope names are the full suite's."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import z3
+
+from collspec.models.generators import nccl_pat
+from collspec.proofs import nccl_pat_sizes as sizes
+from collspec.proofs.solver import COUNTEREXAMPLE, FAILED, Row, decide, within
+from collspec.proofs.suite import rlimit_of, suite
+
+from pat_mutations import last_loop_shifted, second_element_into_first
+
+RS, AG = "nccl-pat.reduce_scatter-sizes-exactly-once", "nccl-pat.allgather-sizes-exactly-once"
+
+
+def _decide(name: str, query):
+    with within(Row(name, sizes.scope(name), rlimit_of(name, False))):
+        return decide(query)
+
+
+def _lane(name: str, k: int, bug):
+    collective = sizes.ROWS[name]
+    made = sizes.case_queries(name, k, lambda c, chunk, count: bug(nccl_pat.pat_program(collective, chunk=chunk, count=count), chunk, count))
+    (query,) = [q for q in made if q.name.startswith("lane:")]
+    return query
+
+
+def _in_scope(example: dict) -> bool:
+    n, chunk, count = example["N"], example["chunk"], example["count"]
+    return 2 <= n <= 65536 and count >= 1 and 1 <= chunk <= nccl_pat.MAX_CELLS and n * count <= nccl_pat.MAX_CELLS and chunk // count < 4
+
+
+def test_the_last_loop_one_element_off_fails_the_lane_query_with_several_loops():
+    outcome = _decide(RS, _lane(RS, 1, last_loop_shifted))
+    example = outcome.counterexample
+    assert (outcome.status, outcome.reason) == (FAILED, COUNTEREXAMPLE) and outcome.message.startswith("lane:")
+    assert _in_scope(example) and nccl_pat.loop_count(example["chunk"], example["count"]) >= 2, example
+
+
+def test_a_second_element_sent_into_the_first_fails_the_lane_query_within_one_loop():
+    # case 2 (2 <= chunk // count < 4): chunk > count, so there is one loop and a count of 2 or more is where it shows
+    outcome = _decide(AG, _lane(AG, 2, second_element_into_first))
+    example = outcome.counterexample
+    assert (outcome.status, outcome.reason) == (FAILED, COUNTEREXAMPLE) and outcome.message.startswith("lane:")
+    assert _in_scope(example) and nccl_pat.loop_count(example["chunk"], example["count"]) == 1 and example["count"] >= 2, example
+
+
+def test_a_loop_count_rounded_down_fails_the_elements_query(monkeypatch):
+    monkeypatch.setattr(nccl_pat, "loop_count", lambda chunk, count: count / chunk)  # integer division on Z3 integers: rounded down
+    (query,) = [q for q in sizes.arithmetic_queries(RS) if q.name.startswith("elements: element o < count")]
+    outcome = _decide(RS, query)
+    example = outcome.counterexample
+    assert (outcome.status, outcome.reason) == (FAILED, COUNTEREXAMPLE), outcome.message
+    assert example["count"] % example["chunk"] != 0 and example["o"] // example["chunk"] == example["count"] // example["chunk"], example
+
+
+def test_size_helpers_on_z3_terms_are_their_numbers():
+    """chunk_fits, loop_count and chunk_width evaluated on 20-bit terms (what
+    the rows prove) give, at every chunk and count here, the numbers the
+    schedules are built with, and these are the formulas NCCL's sizes mean."""
+    chunk, count = z3.BitVecs("chunk count", 20)
+    terms = {f: f(chunk, count) for f in (nccl_pat.chunk_fits, nccl_pat.loop_count, nccl_pat.chunk_width)}
+    meant = {
+        nccl_pat.chunk_fits: lambda c, k: min(1 << (max(1, c // max(k, 1)).bit_length() - 1), 1 << 16),
+        nccl_pat.loop_count: lambda c, k: -(-k // c),
+        nccl_pat.chunk_width: lambda c, k: max(1, min(c, k)),
+    }
+    for c, k in itertools.chain(itertools.product(range(1, 13), range(0, 13)), [(1 << 18, 1), (1 << 17, 1), (5, 1 << 17)]):
+        for f, term in terms.items():
+            number = f(c, k)
+            assert type(number) is int and number == meant[f](c, k), (f.__name__, c, k)
+            value = z3.simplify(z3.substitute(term, (chunk, z3.BitVecVal(c, 20)), (count, z3.BitVecVal(k, 20))))
+            assert value.as_signed_long() == number, (f.__name__, c, k)
+
+
+@pytest.mark.parametrize("name", [RS, AG])
+def test_the_scope_names_the_count_1_rows_of_the_full_suite(name):
+    """Each case's program O_k is the user's call of the count-1 rows the
+    scope names: chunk k, count 1, NCCL's own aggregation and postFreq
+    (the aggregation-8 row fixes them, and its `same` ties the call to it),
+    and the rows of a case cover N 2..65536."""
+    from collspec.proofs import nccl_pat as pat_proofs
+
+    rows = {p.name: p for p in suite(full=True)}
+    text = sizes.scope(name).text()
+    for k, names in sizes.COUNT_1_ROWS[sizes.ROWS[name]].items():
+        covered = set()
+        for row in names:
+            assert row in rows and row in text
+            collective, options, (low, high) = pat_proofs._entry(row)
+            assert (collective, options["chunk"], options["count"]) == (sizes.ROWS[name], k, 1)
+            covered |= set(range(low, high + 1))
+        assert covered == set(range(2, 65537)), k
