@@ -98,3 +98,26 @@ def test_the_scope_names_the_count_1_rows_of_the_full_suite(name):
             assert (collective, options["chunk"], options["count"]) == (sizes.ROWS[name], k, 1)
             covered |= set(range(low, high + 1))
         assert covered == set(range(2, 65537)), k
+
+
+@pytest.mark.parametrize("collective, n, chunk, count", [("reduce_scatter", 5, 2, 5), ("allgather", 10, 3, 7), ("reduce_scatter", 12, 9, 4), ("allgather", 3, 5, 2)])
+def test_built_schedules_are_the_lanes_of_the_count_1_schedule(collective, n, chunk, count):
+    """On numbers, what the rows argue: step L per + t of the built schedule
+    is step t of the count-1 schedule O_k, once per element L cw + x < count
+    of the loop, each cell b renamed b count + L cw + x (k = 1 for chunk //
+    count < 2, else 2); and the checker accepts it."""
+    from collspec.models.checker import check
+
+    k = 1 if chunk // count < 2 else 2
+    made = nccl_pat.generate_pat(collective, n, chunk=chunk, count=count)
+    one = nccl_pat.generate_pat(collective, n, chunk=k, count=1)
+    per, cw, loops = len(one.steps), nccl_pat.chunk_width(chunk, count), nccl_pat.loop_count(chunk, count)
+    assert len(made.steps) == loops * per and (loops >= 2) == (chunk < count)
+    for s, step in enumerate(made.steps):
+        loop, t = divmod(s, per)
+        base = one.steps[t]
+        lanes = [loop * cw + x for x in range(cw) if loop * cw + x < count]
+        expected = sorted((int(a), int(b), int(c) * count + o, int(d) * count + o, int(p))
+                          for o in lanes for a, b, c, d, p in zip(base.src, base.dst, base.src_chunk, base.dst_chunk, base.op))
+        assert sorted(zip(*(map(int, f) for f in (step.src, step.dst, step.src_chunk, step.dst_chunk, step.op)))) == expected, s
+    assert check(made).ok
