@@ -88,7 +88,7 @@ from ..models import indexing as ix
 from ..models.generators import nccl_pat
 from ..models.program import BITVEC_WIDTH, as_term
 from .induction import EXPECTED, MAX_RANKS
-from .scope import Bound, Condition, Declared, Scope
+from .scope import Bound, Condition, Proved, Scope
 from .solver import Outcome, Query, run_queries
 
 #: the rows and the collective each proves
@@ -114,12 +114,12 @@ def scope(name: str) -> Scope:
     """N in 2..65536, count >= 1, chunk in 1..MAX_CELLS, N count <=
     MAX_CELLS, chunk // count < 4, and the count-1 rows as a premise."""
     collective = ROWS[name]
-    rows = ", ".join(r for k in (1, 2) for r in COUNT_1_ROWS[collective][k])
+    rows = tuple(r for k in (1, 2) for r in COUNT_1_ROWS[collective][k])
     return Scope.all_n(
         Bound("N", "<=", MAX_RANKS), Bound("count", ">=", 1), Bound("chunk", ">=", 1), Bound("chunk", "<=", nccl_pat.MAX_CELLS),
         Condition(f"N count <= {nccl_pat.MAX_CELLS}", ("N", "count"), lambda n, count: count <= ix.floordiv(nccl_pat.MAX_CELLS, n)),
         Condition("chunk // count < 4 (postFreq 1 or 2)", ("chunk", "count"), lambda chunk, count: _fits_quotient(chunk, count) < 4),
-        Declared(f"the count-1 rows {rows} (premises, proved under --full)", lambda: rows),
+        Proved(rows, f"the count-1 rows {', '.join(rows)} (premises, proved under --full)"),
     )
 
 

@@ -88,12 +88,15 @@ def test_the_scope_names_the_count_1_rows_of_the_full_suite(name):
     and the rows of a case cover N 2..65536."""
     from collspec.proofs import nccl_pat as pat_proofs
 
+    from collspec.proofs.scope import Proved
+
     rows = {p.name: p for p in suite(full=True)}
-    text = sizes.scope(name).text()
+    (proved,) = [p for p in sizes.scope(name).premises if isinstance(p, Proved)]
+    assert set(proved.rows) == {row for names in sizes.COUNT_1_ROWS[sizes.ROWS[name]].values() for row in names}
     for k, names in sizes.COUNT_1_ROWS[sizes.ROWS[name]].items():
         covered = set()
         for row in names:
-            assert row in rows and row in text
+            assert row in rows and row in proved.words
             collective, options, (low, high) = pat_proofs._entry(row)
             assert (collective, options["chunk"], options["count"]) == (sizes.ROWS[name], k, 1)
             covered |= set(range(low, high + 1))
