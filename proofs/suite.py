@@ -140,6 +140,8 @@ class ProofResult:
             return "state the premise in the row's scope (collspec.proofs.scope), so that the scope shows it, or remove it"
         if self.reason == VACUOUS:
             return "premises that cannot hold prove nothing: fix them"
+        if self.reason == PREMISE_UNPROVED:
+            return "this row holds only with the rows its scope names: fix the premise rows first"
         return f"see the message; `{again}` reruns this row"
 
     def to_json(self) -> dict:
@@ -492,6 +494,28 @@ def _must_fail(outcome: Outcome) -> Outcome:
 def select(proofs: list[Proof], only: str | None) -> list[Proof]:
     """The proofs whose name contains ``only`` (all when None)."""
     return [p for p in proofs if only is None or only in p.name]
+
+
+#: the reason of a row whose scope's ``Proved`` premise names a row that ran and was not proved
+PREMISE_UNPROVED = "a premise row is not proved"
+
+
+def premises_held(results: list[ProofResult]) -> list[ProofResult]:
+    """``results`` with each row whose scope's :class:`~collspec.proofs.scope.Proved`
+    premise names a row of ``results`` that is not proved turned into a
+    failure (reason :data:`PREMISE_UNPROVED`) naming it: such a row holds
+    only with its premise rows. A premise row that did not run (the default
+    set, or ``--only``) leaves the row as it is: its scope names the premise."""
+    ran = {r.name: r for r in results}
+    held = []
+    for result in results:
+        named = [row for premise in result.premises for row in premise.get("proved_by", ())]
+        broken = [row for row in named if row in ran and not ran[row].ok]
+        if result.ok and broken:
+            result = replace(result, status=FAILED, reason=PREMISE_UNPROVED, counterexample={},
+                             message=f"premise rows not proved in this run: {', '.join(broken)} ({'; '.join(ran[row].why for row in broken)})")
+        held.append(result)
+    return held
 
 
 def run_proof(proof: Proof, factor: float = 1.0) -> ProofResult:

@@ -55,3 +55,18 @@ def second_element_into_first(made, chunk, count):
         return dataclasses.replace(t, src_chunk=t.src_chunk - off, dst_chunk=t.dst_chunk - off)
 
     return dataclasses.replace(made, transfer=transfer)
+
+
+def on_python_ints_only(made, chunk, count):
+    """``made`` with every transfer sent back to its own rank where count is
+    a Python int >= 2 that chunk does not divide, unchanged where chunk and
+    count are Z3 terms: a generator branch on the options' type (as
+    ``nccl_pat._plain`` and ``_size`` branch), which the schedule of a
+    user's call takes and a proof over Z3 chunk and count does not."""
+    if ix._symbolic(chunk, count) or chunk is None or count is None or count < 2 or count % chunk == 0:
+        return made
+
+    def transfer(n, s, r, j):
+        return dataclasses.replace(made.transfer(n, s, r, j), dst=r)
+
+    return dataclasses.replace(made, transfer=transfer)

@@ -5,17 +5,19 @@ their numbers; the count-1 rows the scope names are the full suite's."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 import z3
 
+from collspec.models import indexing as ix
 from collspec.models.generators import nccl_pat
 from collspec.proofs import nccl_pat_sizes as sizes
 from collspec.proofs.solver import COUNTEREXAMPLE, FAILED, Row, decide, within
 from collspec.proofs.suite import rlimit_of, suite
 
-from pat_mutations import last_loop_shifted, second_element_into_first
+from pat_mutations import _loop_and_slot, last_loop_shifted, on_python_ints_only, second_element_into_first
 
 RS, AG = "nccl-pat.reduce_scatter-sizes-exactly-once", "nccl-pat.allgather-sizes-exactly-once"
 
@@ -124,3 +126,95 @@ def test_built_schedules_are_the_lanes_of_the_count_1_schedule(collective, n, ch
                           for o in lanes for a, b, c, d, p in zip(base.src, base.dst, base.src_chunk, base.dst_chunk, base.op))
         assert sorted(zip(*(map(int, f) for f in (step.src, step.dst, step.src_chunk, step.dst_chunk, step.op)))) == expected, s
     assert check(made).ok
+
+
+def _shifted_where(when):
+    """A generator bug: cells one further where ``when(loop, loops, x, chunk, count, n)`` holds."""
+
+    def bug(made, chunk, count):
+        def transfer(n, s, r, j):
+            t = made.transfer(n, s, r, j)
+            c, k = (ix.constant(v, n) for v in (chunk, count))
+            loop, loops, x = _loop_and_slot(made, n, s, j, c, k)
+            off = ix.where(when(loop, loops, x, c, k, n), 1, 0)
+            return dataclasses.replace(t, src_chunk=t.src_chunk + off, dst_chunk=t.dst_chunk + off)
+
+        return dataclasses.replace(made, transfer=transfer)
+
+    return bug
+
+
+def _generator_bug(monkeypatch, bug):
+    """Plant ``bug`` in the generator itself, so that the call and the
+    count-1 program O_k the rows compare it with are both built with it."""
+    original = nccl_pat.pat_program
+
+    def pat_program(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+        return bug(original(collective, aggregation, chunk, count, post, dtype), chunk, count)
+
+    monkeypatch.setattr(nccl_pat, "pat_program", pat_program)
+
+
+#: (bug, case k, query that must fail, what the counterexample must show)
+PLANTED = {
+    "count-not-a-multiple-of-chunk": (_shifted_where(lambda L, Ls, x, c, k, n: k % c != 0), 1, "lane:", lambda ex: ex["count"] % ex["chunk"] != 0),
+    "several-loops-chunk-below-count": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(L >= 1, ix.floordiv(c, k) == 0)), 1, "lane:",
+                                        lambda ex: ex["chunk"] < ex["count"]),
+    "quotient-3-only": (_shifted_where(lambda L, Ls, x, c, k, n: ix.floordiv(c, k) == 3), 2, "lane:", lambda ex: ex["chunk"] // ex["count"] == 3),
+    "above-40000-ranks-count-2-up": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(n > 40000, k >= 2)), 1, "lane:", lambda ex: ex["N"] > 40000),
+    "steps-one-short-with-several-loops": (lambda made, chunk, count: dataclasses.replace(
+        made, steps=lambda n: made.steps(n) - ix.where(nccl_pat.loop_count(chunk, count) >= 2, 1, 0)), 1, "shape:",
+        lambda ex: nccl_pat.loop_count(ex["chunk"], ex["count"]) >= 2),
+    "width-one-short-with-several-elements": (lambda made, chunk, count: dataclasses.replace(
+        made, width=lambda n: made.width(n) - ix.where(nccl_pat.chunk_width(chunk, count) >= 2, 1, 0)), 1, "shape:",
+        lambda ex: nccl_pat.chunk_width(ex["chunk"], ex["count"]) >= 2),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_a_generator_bug_fails_its_query(monkeypatch, bug):
+    """Bugs planted in the generator (the call and O_k both built with them)
+    where the call differs from O_k's lanes: each fails the named query of
+    its case, at a counterexample in the scope where the bug is."""
+    made, k, query_name, shows = PLANTED[bug]
+    _generator_bug(monkeypatch, made)
+    (query,) = [q for q in sizes.case_queries(RS, k) if q.name.startswith(query_name)]
+    outcome = _decide(RS, query)
+    example = outcome.counterexample
+    assert (outcome.status, outcome.reason) == (FAILED, COUNTEREXAMPLE), outcome.message
+    assert _in_scope(example) and shows(example), example
+
+
+def test_a_row_whose_premise_row_is_not_proved_fails():
+    """A sizes row rests on the count-1 rows its scope names: where one of
+    them runs and is not proved, the sizes row is reported failed, naming
+    it (``collspec prove --full``); where none ran, the row stands as its
+    scope says."""
+    from collspec.proofs.scope import Proved
+    from collspec.proofs.solver import PROVED
+    from collspec.proofs.suite import PREMISE_UNPROVED, ProofResult, premises_held
+
+    scope = sizes.scope(RS)
+    (premise,) = [p for p in scope.premises if isinstance(p, Proved)]
+    row = ProofResult(RS, scope.text(), PROVED, 1.0, premises=scope.to_json())
+    other = ProofResult(AG, sizes.scope(AG).text(), PROVED, 1.0, premises=sizes.scope(AG).to_json())
+    broken = ProofResult(premise.rows[-1], "", FAILED, 1.0, "lane: fails", reason=COUNTEREXAMPLE)
+    held = premises_held([row, other, broken])
+    assert [(r.name, r.status) for r in held] == [(RS, FAILED), (AG, PROVED), (premise.rows[-1], FAILED)]
+    assert held[0].reason == PREMISE_UNPROVED and premise.rows[-1] in held[0].message and "fix the premise rows" in held[0].advice
+    assert premises_held([row, other])[0].status == PROVED
+
+
+@pytest.mark.xfail(strict=True, reason="the user's schedule is compiled from the term built with Python-int chunk and count, the rows prove the "
+                   "term built with Z3 chunk and count, and nothing ties the two: fix by giving pat_program params chunk and count "
+                   "(the schedule then compiled from the Z3-option term, as for other optioned programs) and the count-1 rows Fixed "
+                   "chunk and count premises")
+def test_a_bug_only_on_the_generators_integer_path_fails_the_row(monkeypatch):
+    """A generator that branches on the options' type: the user's schedule
+    (chunk 2, count 3) is wrong, so the row must not hold for it."""
+    from collspec.models.checker import check
+
+    _generator_bug(monkeypatch, on_python_ints_only)
+    assert not check(nccl_pat.generate_pat("reduce_scatter", 4, chunk=2, count=3)).ok  # the user's call is broken
+    (query,) = [q for q in sizes.case_queries(RS, 1) if q.name.startswith("lane:")]
+    assert _decide(RS, query).status == FAILED
