@@ -162,6 +162,9 @@ PLANTED = {
                                         lambda ex: ex["chunk"] < ex["count"]),
     "quotient-3-only": (_shifted_where(lambda L, Ls, x, c, k, n: ix.floordiv(c, k) == 3), 2, "lane:", lambda ex: ex["chunk"] // ex["count"] == 3),
     "above-40000-ranks-count-2-up": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(n > 40000, k >= 2)), 1, "lane:", lambda ex: ex["N"] > 40000),
+    "cells-renamed-by-chunk-width": (lambda made, chunk, count: dataclasses.replace(made, transfer=lambda n, s, r, j: (lambda t, f: dataclasses.replace(
+        t, src_chunk=f(t.src_chunk), dst_chunk=f(t.dst_chunk)))(made.transfer(n, s, r, j), lambda c: ix.floordiv(c, count) * nccl_pat.chunk_width(chunk, count) + c % count)),
+        1, "lane:", lambda ex: ex["chunk"] < ex["count"]),
     "steps-one-short-with-several-loops": (lambda made, chunk, count: dataclasses.replace(
         made, steps=lambda n: made.steps(n) - ix.where(nccl_pat.loop_count(chunk, count) >= 2, 1, 0)), 1, "shape:",
         lambda ex: nccl_pat.loop_count(ex["chunk"], ex["count"]) >= 2),
@@ -218,3 +221,21 @@ def test_a_bug_only_on_the_generators_integer_path_fails_the_row(monkeypatch):
     assert not check(nccl_pat.generate_pat("reduce_scatter", 4, chunk=2, count=3)).ok  # the user's call is broken
     (query,) = [q for q in sizes.case_queries(RS, 1) if q.name.startswith("lane:")]
     assert _decide(RS, query).status == FAILED
+
+
+def test_prove_reports_a_row_failed_where_its_premise_row_fails(monkeypatch, capsys):
+    """``collspec prove`` (as ``--full`` runs a premise row and the row
+    resting on it): the premise row fails, so the row is not proved and the
+    exit code says so."""
+    from collspec.cli import main
+    from collspec.proofs import suite as proofs
+    from collspec.proofs.scope import Proved, Scope
+    from collspec.proofs.solver import PROVED, Outcome
+
+    rows = [proofs.Proof("x.premise", Scope.all_n(), "s", lambda: Outcome(FAILED, "x.premise: fails for N=3", {"N": 3}, reason=COUNTEREXAMPLE)),
+            proofs.Proof("x.resting", Scope.all_n(Proved(("x.premise",), "the row x.premise")), "s", lambda: Outcome(PROVED, "1 queries"))]
+    monkeypatch.setattr(proofs, "suite", lambda full=False: rows)
+    assert main(["prove", "--only", "x."]) != 0
+    out = capsys.readouterr().out
+    assert "x.resting: FAILED (a premise row is not proved): premise rows not proved in this run: x.premise (FAILED (counterexample))" in out
+    assert "2 proofs, 0 proved, 2 not proved" in out
