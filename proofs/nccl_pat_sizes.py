@@ -76,6 +76,13 @@ O_1, ``-postfreq-2-`` for O_2, each run under ``--full``). Every cell b
 count + o of the call is in exactly one lane, and its block is b
 (``cells``), so the call's run ends as the collective's spec says.
 
+The program proved is the one a call runs: a call with chunk and count
+given (NCCL's own aggregation and postFreq) builds its schedule from the
+term of :func:`call_program` (``sized_program``'s factory), chunk and
+count given their values, not from the generator run again on numbers.
+The rows hold only with the count-1 rows: under ``--full`` a count-1 row
+not proved fails them (:func:`collspec.proofs.suite.premises_held`).
+
 Not covered: chunk // count >= 4 (postFreq 4 and above, aggregation above
 16), count 0 (no cells), NCCL's default chunk (a chunk must be given).
 """
@@ -128,8 +135,11 @@ CASES = {1: lambda q: q < 2, 2: lambda q: q >= 2}
 
 
 def call_program(collective: str, chunk, count):
-    """The program a call with ``chunk`` and ``count`` builds (Z3 terms: the rows' call)."""
-    return nccl_pat.pat_program(collective, chunk=chunk, count=count)
+    """The program a call with ``chunk`` and ``count`` builds, chunk and count
+    Z3 terms: the factory of :func:`~collspec.models.generators.nccl_pat.sized_program`,
+    whose term (chunk and count given their values) the schedule of such a
+    call enumerates."""
+    return nccl_pat.sized_program(collective, 1, 1).factory(chunk=chunk, count=count)
 
 
 def _terms(collective: str, k: int, make=call_program):

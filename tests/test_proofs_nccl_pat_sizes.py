@@ -208,19 +208,30 @@ def test_a_row_whose_premise_row_is_not_proved_fails():
     assert premises_held([row, other])[0].status == PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="the user's schedule is compiled from the term built with Python-int chunk and count, the rows prove the "
-                   "term built with Z3 chunk and count, and nothing ties the two: fix by giving pat_program params chunk and count "
-                   "(the schedule then compiled from the Z3-option term, as for other optioned programs) and the count-1 rows Fixed "
-                   "chunk and count premises")
-def test_a_bug_only_on_the_generators_integer_path_fails_the_row(monkeypatch):
-    """A generator that branches on the options' type: the user's schedule
-    (chunk 2, count 3) is wrong, so the row must not hold for it."""
+def test_a_bug_only_on_the_generators_integer_path_does_not_reach_the_schedule(monkeypatch):
+    """A generator that branches on the options' type (numbers vs Z3 terms,
+    as ``_plain`` and ``_size`` do) and is wrong only on numbers: the
+    schedule of a call with chunk and count is the enumeration of the term
+    built with chunk and count Z3 terms, which the rows prove, so it is
+    right (the same program on numbers is not)."""
     from collspec.models.checker import check
 
     _generator_bug(monkeypatch, on_python_ints_only)
-    assert not check(nccl_pat.generate_pat("reduce_scatter", 4, chunk=2, count=3)).ok  # the user's call is broken
-    (query,) = [q for q in sizes.case_queries(RS, 1) if q.name.startswith("lane:")]
-    assert _decide(RS, query).status == FAILED
+    assert not check(nccl_pat.pat_program("reduce_scatter", chunk=2, count=3).schedule(4)).ok  # the bug, on numbers
+    assert check(nccl_pat.generate_pat("reduce_scatter", 4, chunk=2, count=3)).ok
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
+def test_the_schedule_enumerates_the_rows_call(collective):
+    """The terms a call's schedule is compiled from (chunk 3, count 5) are
+    the rows' call's, term for term (the same Z3 ASTs)."""
+    made = nccl_pat.sized_program(collective, 3, 5)
+    terms = made.terms()
+    v = terms.variables
+    call = sizes.call_program(collective, v["chunk"], v["count"])
+    assert made.params == {"chunk": 3, "count": 5}
+    assert all(a.eq(b) for a, b in zip(terms.transfer, sizes._fields(call, v["N"], v["s"], v["r"], v["j"]))) and len(terms.transfer) == 5
+    assert all(a.eq(b) for a, b in zip(terms.shape, [sizes.as_term(f(v["N"]), v["N"]) for f in (call.steps, call.width, call.chunks)]))
 
 
 def test_prove_reports_a_row_failed_where_its_premise_row_fails(monkeypatch, capsys):

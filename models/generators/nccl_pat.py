@@ -58,6 +58,8 @@ depends on N; ``count`` is one channel's elements per rank.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import indexing as ix
@@ -328,6 +330,20 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
     )
 
 
+def sized_program(collective: str, chunk: int, count: int, dtype=None) -> Program:
+    """The program of a call with ``chunk`` and ``count`` given and NCCL's
+    own aggregation and postFreq, with chunk and count as its options
+    (``params``): its schedule is the enumeration of the term
+    ``pat_program(collective, chunk=..., count=...)`` builds with chunk and
+    count solver variables, given their values (:mod:`collspec.models.program`),
+    which is the term the ``nccl-pat.*-sizes-exactly-once`` rows prove
+    (:mod:`collspec.proofs.nccl_pat_sizes`), not a second run of this
+    module on numbers."""
+    made = pat_program(collective, chunk=chunk, count=count, dtype=dtype)
+    return dataclasses.replace(made, params={"chunk": made.meta["chunk"], "count": made.meta["count"]},
+                               factory=lambda chunk, count: pat_program(collective, chunk=chunk, count=count))
+
+
 def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None, post=None, dtype=None) -> Schedule:
     made = pat_program(collective, aggregation, chunk, count, post, dtype)
     most = int(max_aggregation(n))
@@ -341,6 +357,8 @@ def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=No
         raise ScheduleError(f"{ALGORITHM}: ranks {n} with count {count} and chunk {chunk} is beyond what is enumerated "
                             f"({n * (n - 1) * count} transfers, {n * width} slots a step; at most {MAX_TRANSFERS} and {MAX_SLOTS}): "
                             "use fewer ranks, a smaller count or chunk")
+    if made.meta["chunk"] is not None and aggregation is None and post is None:
+        made = sized_program(collective, made.meta["chunk"], count, dtype)  # the term the sizes rows prove
     return made.schedule(n)
 
 
