@@ -80,8 +80,9 @@ The program proved is the one a call runs: a call with chunk and count
 given (NCCL's own aggregation and postFreq) builds its schedule from the
 term of :func:`call_program` (``sized_program``'s factory), chunk and
 count given their values, not from the generator run again on numbers.
-The rows hold only with the count-1 rows: under ``--full`` a count-1 row
-not proved fails them (:func:`collspec.proofs.suite.premises_held`).
+The rows hold only with the count-1 rows, so they run with them, under
+``--full``, where a count-1 row not proved fails them
+(:func:`collspec.proofs.suite.premises_held`).
 
 Not covered: chunk // count >= 4 (postFreq 4 and above, aggregation above
 16), count 0 (no cells), NCCL's default chunk (a chunk must be given).

@@ -250,3 +250,12 @@ def test_prove_reports_a_row_failed_where_its_premise_row_fails(monkeypatch, cap
     out = capsys.readouterr().out
     assert "x.resting: FAILED (a premise row is not proved): premise rows not proved in this run: x.premise (FAILED (counterexample))" in out
     assert "2 proofs, 0 proved, 2 not proved" in out
+
+
+def test_the_rows_run_only_with_and_after_their_premise_rows():
+    """The sizes rows are in ``--full`` only, each after every count-1 row
+    its scope names (those run only there)."""
+    full = [p.name for p in suite(full=True)]
+    assert not set(sizes.ROWS) & {p.name for p in suite()}
+    for name, collective in sizes.ROWS.items():
+        assert all(full.index(row) < full.index(name) for rows in sizes.COUNT_1_ROWS[collective].values() for row in rows)
