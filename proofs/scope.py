@@ -11,7 +11,9 @@ its solver assertion and its words:
   to the solver (``1 channel``), with its value for each N, so that a test
   can build the generator's schedule with exactly these options;
 - :class:`Declared`: a declared statement that replaces the spec's default
-  in the end condition (ring-seed's "rank r owns chunk r + 1").
+  in the end condition (ring-seed's "rank r owns chunk r + 1");
+- :class:`Proved`: other rows whose statements this row's argument uses
+  (nccl-pat's sizes rows use the count-1 rows), proved as their own rows.
 
 The scope text that ``collspec prove`` prints, ``--list`` lists, ``--json``
 writes (with the premises themselves, :meth:`Scope.to_json`) and
@@ -119,7 +121,21 @@ class Declared:
         return {"declared": self.words}
 
 
-Premise = Bound | Condition | Fixed | Declared
+@dataclass(frozen=True)
+class Proved:
+    """Rows whose statements a row's argument uses (``rows``, by name), in
+    ``words``: they are proved as rows of their own, not by this one."""
+
+    rows: tuple[str, ...]
+    words: str
+
+    variables = ()
+
+    def to_json(self) -> dict:
+        return {"proved_by": list(self.rows), "premise": self.words}
+
+
+Premise = Bound | Condition | Fixed | Declared | Proved
 
 
 @dataclass(frozen=True)

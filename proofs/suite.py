@@ -71,7 +71,7 @@ import z3
 from ..models.generators import ALGORITHMS, generate, program
 from ..models.generators import nccl_pat
 from ..models.program import symbolic
-from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_ring_loops, nccl_tree_allreduce, nccl_tree_sizes, nccl_trees, ring, schedules
+from . import floating, hierarchical, induction, invariants, lower_bound, nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_pat_sizes, nccl_ring_loops, nccl_tree_allreduce, nccl_tree_sizes, nccl_trees, ring, schedules
 from .scope import Bound, Scope
 from .solver import COUNTEREXAMPLE, FAILED, NARROWS, PROVED, RESOURCE_LIMIT, TRIVIAL, UNKNOWN, VACUOUS, Outcome, Row, run_queries, within
 
@@ -140,6 +140,8 @@ class ProofResult:
             return "state the premise in the row's scope (collspec.proofs.scope), so that the scope shows it, or remove it"
         if self.reason == VACUOUS:
             return "premises that cannot hold prove nothing: fix them"
+        if self.reason == PREMISE_UNPROVED:
+            return "this row holds only with the rows its scope names: fix the premise rows first"
         return f"see the message; `{again}` reruns this row"
 
     def to_json(self) -> dict:
@@ -200,6 +202,9 @@ def suite(full: bool = False) -> list[Proof]:
                    for name in nccl_pat_proofs.OPTIONS]
         proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
                    for name in nccl_pat_allgather.OPTIONS]
+        # nccl-pat at every count and chunk with chunk // count < 4, ~2 s of CPU each: lanes of the count-1 rows above, so
+        # only where those run (premises_held fails them where a count-1 row is not proved)
+        proofs += [Proof(name, nccl_pat_sizes.scope(name), SIZES_STATEMENT, lambda name=name: nccl_pat_sizes.prove(name)) for name in nccl_pat_sizes.ROWS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))
     proofs += [
         Proof(
@@ -330,6 +335,8 @@ RLIMITS: dict[str, int] = {
     "nccl-pat.allgather-below-10-exactly-once": 28_000_000,  # 3,439,358
     "nccl-pat.allgather-postfreq-2-exactly-once": 575_000_000,  # 71,795,199 (N up to 65536; run 18..65536 with P a term of N)
     "nccl-pat.allgather-postfreq-4-exactly-once": 462_000_000,  # 57,719,179 (N up to 65536; run 34..65536 with P a term of N)
+    "nccl-pat.reduce_scatter-sizes-exactly-once": 23_000_000,  # 2,775,480 (shape, case 2)
+    "nccl-pat.allgather-sizes-exactly-once": 23_000_000,  # 2,775,480 (shape, case 2)
     "lower-bound.ring": 30_000_000,  # 2,797,915
 }
 #: the limit of a row not in :data:`RLIMITS` (a new row: calibrate it)
@@ -341,6 +348,8 @@ def rlimit_of(name: str, full: bool) -> int:
     return RLIMITS.get(name, DEFAULT_ROW_RLIMIT)
 
 
+SIZES_STATEMENT = ("every output cell holds every contribution exactly once, and reduces add only into the same index "
+                   "(lanes of the count-1 rows' program, by lemmas on the transfer function: proofs/nccl_pat_sizes.py)")
 INDUCTION_STATEMENT = "every output cell holds every contribution exactly once, and reduces add only into the same index (induction over the transfer function)"
 
 
@@ -490,6 +499,28 @@ def _must_fail(outcome: Outcome) -> Outcome:
 def select(proofs: list[Proof], only: str | None) -> list[Proof]:
     """The proofs whose name contains ``only`` (all when None)."""
     return [p for p in proofs if only is None or only in p.name]
+
+
+#: the reason of a row whose scope's ``Proved`` premise names a row that ran and was not proved
+PREMISE_UNPROVED = "a premise row is not proved"
+
+
+def premises_held(results: list[ProofResult]) -> list[ProofResult]:
+    """``results`` with each row whose scope's :class:`~collspec.proofs.scope.Proved`
+    premise names a row of ``results`` that is not proved turned into a
+    failure (reason :data:`PREMISE_UNPROVED`) naming it: such a row holds
+    only with its premise rows. A premise row that did not run (the default
+    set, or ``--only``) leaves the row as it is: its scope names the premise."""
+    ran = {r.name: r for r in results}
+    held = []
+    for result in results:
+        named = [row for premise in result.premises for row in premise.get("proved_by", ())]
+        broken = [row for row in named if row in ran and not ran[row].ok]
+        if result.ok and broken:
+            result = replace(result, status=FAILED, reason=PREMISE_UNPROVED, counterexample={},
+                             message=f"premise rows not proved in this run: {', '.join(broken)} ({'; '.join(ran[row].why for row in broken)})")
+        held.append(result)
+    return held
 
 
 def run_proof(proof: Proof, factor: float = 1.0) -> ProofResult:

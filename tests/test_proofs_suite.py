@@ -39,10 +39,10 @@ def test_suite_covers_every_ring_property_for_both_variants_for_all_n():
 
 def test_full_suite_raises_the_bounds_only():
     full = {p.name: p.scope for p in suite(full=True)}
-    from collspec.proofs import nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_tree_allreduce, nccl_tree_sizes
+    from collspec.proofs import nccl_pat as nccl_pat_proofs, nccl_pat_allgather, nccl_pat_sizes, nccl_tree_allreduce, nccl_tree_sizes
 
     full_only = ({nccl_tree_allreduce.row(name) for name in nccl_tree_allreduce.OPTIONS} | {nccl_tree_sizes.ROW} | set(nccl_pat_proofs.OPTIONS)
-                 | set(nccl_pat_allgather.OPTIONS))
+                 | set(nccl_pat_allgather.OPTIONS) | set(nccl_pat_sizes.ROWS))
     assert CHANNELS_ROW in {p.name for p in SUITE}  # nccl-ring's channels rows (every channel count) are default rows (a few seconds)
     assert set(full) - full_only == {p.name for p in SUITE}  # the rows only --full runs (~15 s, ~150 s of CPU; nccl-pat's minutes)
     assert full["lower-bound.ring"] == "2<=N<=8" and full["builtin.ring"] == "N<=16" and full["float16.ring-differs"] == "3<=N<=8"

@@ -75,6 +75,11 @@ def run(args) -> int:
                 print(f"    {label}: {_shown(result.counterexample)}", file=out)
             print(f"    to do: {result.advice}", file=out)
     seconds = time.perf_counter() - started
+    held = proofs.premises_held(results)
+    for before, result in zip(results, held):
+        if before.ok and not result.ok:
+            print(f"{result.name}: {result.why}: {result.message}\n    to do: {result.advice}", file=out)
+    results = held
     failed = [r for r in results if not r.ok]
     trivial = [r for r in results if r.status == TRIVIAL]
     proved = len(results) - len(failed) - len(trivial)

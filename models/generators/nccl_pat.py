@@ -58,6 +58,8 @@ depends on N; ``count`` is one channel's elements per rank.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import indexing as ix
@@ -89,12 +91,32 @@ def max_aggregation(n):
     return pow2_above(_nonzero(ix.floordiv(n, 2)))
 
 
-def chunk_fits(chunk: int, count: int) -> int:
-    """The largest power of two <= chunk / count (at least 1), at most
-    2**16 (above every aggregation of fewer than 2**17 ranks): where the
-    constructors' doubling of postFreq ends if N does not stop it."""
-    fits = max(1, chunk // max(count, 1))  # doubling while A <= chunk / (2 count) ends at the largest power of two <= chunk / count
-    return min(1 << (fits.bit_length() - 1), 1 << (ix.RANK_BITS - 1))
+def _plain(value):
+    """``value`` as a Python int where it is a number (numpy's 0-d results of
+    the :mod:`~collspec.models.indexing` helpers), a Z3 term unchanged."""
+    return value if ix._symbolic(value) else int(value)
+
+
+def chunk_fits(chunk, count):
+    """The largest power of two <= chunk // count (at least 1; count 0 as
+    1), at most 2**16 (above every aggregation of fewer than 2**17 ranks):
+    where the constructors' doubling of postFreq ends if N does not stop it.
+    Written with :mod:`~collspec.models.indexing` helpers, so that chunk and
+    count may be Z3 terms (the proofs of several loops); an int for ints."""
+    fits = ix.floordiv(chunk, _nonzero(count))  # doubling while A <= chunk / (2 count) ends at the largest power of two <= chunk / count
+    return _plain(ix.largest_power_of_two(ix.where(fits >= 1, fits, 1)))  # floor_log2 stops at 2**16
+
+
+def loop_count(chunk, count):
+    """Loops of ``chunk`` elements that walk ``count`` elements: ceil(count / chunk) (chunk >= 1)."""
+    return _plain(ix.floordiv(count + chunk - 1, chunk))
+
+
+def chunk_width(chunk, count):
+    """Slots per block of a message: the elements of a chunk that exist,
+    min(chunk, count), at least 1."""
+    least = ix.where(chunk < count, chunk, count)
+    return _plain(ix.where(least >= 1, least, 1))
 
 
 def _capped(n, fits):
@@ -214,10 +236,16 @@ def hop(n, t, e, aggregation, post, reduce):
     return s, b, ix.both(e < per, s < n)
 
 
+def _size(name, value, low):
+    """A checked chunk or count: an integer in low..MAX_CELLS, or a Z3 term
+    (the proofs of every size: their scope bounds it)."""
+    return value if ix._symbolic(value) else _integer(name, value, low, MAX_CELLS, ALGORITHM)
+
+
 def _options(aggregation, post, chunk, count, dtype):
     if chunk is not None:
-        chunk = _integer("chunk", chunk, 1, MAX_CELLS, ALGORITHM)
-    count = _integer("count", DEFAULTS["count"] if count is None else count, 0, MAX_CELLS, ALGORITHM)
+        chunk = _size("chunk", chunk, 1)
+    count = _size("count", DEFAULTS["count"] if count is None else count, 0)
     try:
         itemsize = host.element_size(host.DEFAULT_DTYPE if dtype is None else dtype)
     except ScheduleError as error:
@@ -250,8 +278,8 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
         return lambda n: host.select(n, [(least, value(c)) for least, c in table])
 
     chunk_of = by_chunk(lambda c: c)
-    loops = by_chunk(lambda c: -(-count // c))
-    cw = by_chunk(lambda c: max(1, min(c, count)))  # slots per block of a message: the elements of a chunk that exist
+    loops = by_chunk(lambda c: loop_count(c, count))
+    cw = by_chunk(lambda c: chunk_width(c, count))  # slots per block of a message: the elements of a chunk that exist
     fits = by_chunk(lambda c: chunk_fits(c, count))
 
     def pf(n):
@@ -302,6 +330,20 @@ def pat_program(collective: str, aggregation=None, chunk=None, count=None, post=
     )
 
 
+def sized_program(collective: str, chunk: int, count: int, dtype=None) -> Program:
+    """The program of a call with ``chunk`` and ``count`` given and NCCL's
+    own aggregation and postFreq, with chunk and count as its options
+    (``params``): its schedule is the enumeration of the term
+    ``pat_program(collective, chunk=..., count=...)`` builds with chunk and
+    count solver variables, given their values (:mod:`collspec.models.program`),
+    which is the term the ``nccl-pat.*-sizes-exactly-once`` rows prove
+    (:mod:`collspec.proofs.nccl_pat_sizes`), not a second run of this
+    module on numbers."""
+    made = pat_program(collective, chunk=chunk, count=count, dtype=dtype)
+    return dataclasses.replace(made, params={"chunk": made.meta["chunk"], "count": made.meta["count"]},
+                               factory=lambda chunk, count: pat_program(collective, chunk=chunk, count=count))
+
+
 def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=None, post=None, dtype=None) -> Schedule:
     made = pat_program(collective, aggregation, chunk, count, post, dtype)
     most = int(max_aggregation(n))
@@ -315,6 +357,8 @@ def generate_pat(collective: str, n: int, aggregation=None, chunk=None, count=No
         raise ScheduleError(f"{ALGORITHM}: ranks {n} with count {count} and chunk {chunk} is beyond what is enumerated "
                             f"({n * (n - 1) * count} transfers, {n * width} slots a step; at most {MAX_TRANSFERS} and {MAX_SLOTS}): "
                             "use fewer ranks, a smaller count or chunk")
+    if made.meta["chunk"] is not None and aggregation is None and post is None:
+        made = sized_program(collective, made.meta["chunk"], count, dtype)  # the term the sizes rows prove
     return made.schedule(n)
 
 
