@@ -3,8 +3,8 @@
 Rows ``nccl-pat.reduce_scatter-sizes-exactly-once`` and
 ``nccl-pat.allgather-sizes-exactly-once``: for every N in 2..65536 and
 every count and chunk (solver variables) with count >= 1, chunk in
-1..MAX_CELLS, N count <= MAX_CELLS and chunk // count < 4 (so NCCL 2.30's
-postFreq is 1 or 2), the program a call with that chunk and count builds
+1..MAX_CELLS, N count <= MAX_CELLS and chunk // count < 8 (so NCCL 2.30's
+postFreq is 1, 2 or 4), the program a call with that chunk and count builds
 (:func:`collspec.models.generators.nccl_pat.pat_program`, chunk and count
 Z3 terms) leaves every cell with every contribution exactly once. The
 proof splits that program into *lanes*, each a renamed copy of the count-1
@@ -20,13 +20,14 @@ per, place e = j div cw, element x = j mod cw, the element ``L cw + x``
 of every block, cell ``block count + L cw + x``. The *lane* (L, x) is
 the transfers with that loop and x; the count-1 program O_k is
 ``pat_program(collective, chunk=k, count=1)``, k = 1 where chunk // count
-< 2 and k = 2 where 2 <= chunk // count < 4 (the two ``cases``).
+< 2, k = 2 where 2 <= chunk // count < 4 and k = 4 where 4 <= chunk //
+count < 8 (the three ``cases``).
 
 **What is decided (Z3 queries).** On 20-bit bit-vectors, the generator's
 own terms (the ones the schedule is compiled from), in each case k:
 
 - ``choice``: A and F of the call are O_k's (the same terms' values at
-  every N of the scope), and F is 1 (k = 1) or at most 2 (k = 2);
+  every N of the scope), and F is in 1..k and below N;
 - ``shape``: the call's steps are loops x per, its width F x cw, its cells
   N count; O_k's steps (its A and F replaced by the call's, which
   ``choice`` decides equal) are per, its width F, its cells N; per is in
@@ -72,7 +73,7 @@ sends and adds, in the same order, on the renamed cells), and each lane
 ends as O_k ends: every cell holds every contribution of its block exactly
 once, as the count-1 rows prove of O_k for every N of the scope
 (premises: ``nccl-pat.<collective>-exactly-once`` and ``-below-10-`` for
-O_1, ``-postfreq-2-`` for O_2, each run under ``--full``). Every cell b
+O_1, ``-postfreq-2-`` for O_2, ``-postfreq-4-`` for O_4, each run under ``--full``). Every cell b
 count + o of the call is in exactly one lane, and its block is b
 (``cells``), so the call's run ends as the collective's spec says.
 
@@ -84,8 +85,8 @@ The rows hold only with the count-1 rows, so they run with them, under
 ``--full``, where a count-1 row not proved fails them
 (:func:`collspec.proofs.suite.premises_held`).
 
-Not covered: chunk // count >= 4 (postFreq 4 and above, aggregation above
-16), count 0 (no cells), NCCL's default chunk (a chunk must be given).
+Not covered: chunk // count >= 8 (postFreq 8 and above, aggregation above
+32), count 0 (no cells), NCCL's default chunk (a chunk must be given).
 """
 
 from __future__ import annotations
@@ -105,9 +106,11 @@ ROWS = {f"nccl-pat.{c}-sizes-exactly-once": c for c in ("reduce_scatter", "allga
 #: the count-1 rows whose program O_k is each case's (k: chunk of O_k)
 COUNT_1_ROWS = {
     "reduce_scatter": {1: ("nccl-pat.reduce_scatter-exactly-once", "nccl-pat.reduce_scatter-below-10-exactly-once"),
-                       2: ("nccl-pat.reduce_scatter-postfreq-2-exactly-once",)},
+                       2: ("nccl-pat.reduce_scatter-postfreq-2-exactly-once",),
+                       4: ("nccl-pat.reduce_scatter-postfreq-4-exactly-once",)},
     "allgather": {1: ("nccl-pat.allgather-exactly-once", "nccl-pat.allgather-below-10-exactly-once"),
-                  2: ("nccl-pat.allgather-postfreq-2-exactly-once",)},
+                  2: ("nccl-pat.allgather-postfreq-2-exactly-once",),
+                  4: ("nccl-pat.allgather-postfreq-4-exactly-once",)},
 }
 
 #: signed 20-bit values: every value of the decomposition is below this
@@ -120,19 +123,20 @@ def _fits_quotient(chunk, count):
 
 def scope(name: str) -> Scope:
     """N in 2..65536, count >= 1, chunk in 1..MAX_CELLS, N count <=
-    MAX_CELLS, chunk // count < 4, and the count-1 rows as a premise."""
+    MAX_CELLS, chunk // count < 8, and the count-1 rows as a premise."""
     collective = ROWS[name]
-    rows = tuple(r for k in (1, 2) for r in COUNT_1_ROWS[collective][k])
+    rows = tuple(r for k in CASES for r in COUNT_1_ROWS[collective][k])
     return Scope.all_n(
         Bound("N", "<=", MAX_RANKS), Bound("count", ">=", 1), Bound("chunk", ">=", 1), Bound("chunk", "<=", nccl_pat.MAX_CELLS),
         Condition(f"N count <= {nccl_pat.MAX_CELLS}", ("N", "count"), lambda n, count: count <= ix.floordiv(nccl_pat.MAX_CELLS, n)),
-        Condition("chunk // count < 4 (postFreq 1 or 2)", ("chunk", "count"), lambda chunk, count: _fits_quotient(chunk, count) < 4),
+        Condition("chunk // count < 8 (postFreq 1, 2 or 4)", ("chunk", "count"), lambda chunk, count: _fits_quotient(chunk, count) < 8),
         Proved(rows, f"the count-1 rows {', '.join(rows)} (premises, proved under --full)"),
     )
 
 
-#: case k -> its condition on q = chunk // count (the cases cover q < 4)
-CASES = {1: lambda q: q < 2, 2: lambda q: q >= 2}
+#: case k -> its condition on q = chunk // count, and its words (the cases cover q < 8)
+CASES = {1: lambda q: q < 2, 2: lambda q: z3.And(q >= 2, q < 4), 4: lambda q: q >= 4}
+CASE_WORDS = {1: "< 2", 2: "in 2..3", 4: "in 4..7"}
 
 
 def call_program(collective: str, chunk, count):
@@ -188,7 +192,7 @@ def case_queries(name: str, k: int, make=call_program) -> list:
     def replaced(term):
         return z3.substitute(term, *chosen)
 
-    words = f"[chunk // count {'< 2' if k == 1 else 'in 2..3'}: O_{k} = pat_program(chunk={k}, count=1)]"
+    words = f"[chunk // count {CASE_WORDS[k]}: O_{k} = pat_program(chunk={k}, count=1)]"
     steps, width, cells = (as_term(f(n), n) for f in (call.steps, call.width, call.chunks))
     steps1, width1, cells1 = (replaced(as_term(f(n), n)) for f in (one.steps, one.width, one.chunks))
     mine = _fields(call, n, s, r, j)
@@ -197,7 +201,7 @@ def case_queries(name: str, k: int, make=call_program) -> list:
     theirs = [z3.simplify(z3.substitute(f, (loop1, z3.BitVecVal(0, BITVEC_WIDTH)))) for f in theirs]
     mine = [z3.simplify(f) for f in mine]
     element = z3.simplify(g["element"])
-    post_ok = g["post"] == 1 if k == 1 else z3.And(g["post"] >= 1, g["post"] <= 2)
+    post_ok = z3.And(g["post"] >= 1, g["post"] <= k, g["post"] < n)
     return [
         Query(f"choice: the call's aggregation and postFreq are O_{k}'s {words}", domain, z3.And(g["agg"] == g["agg1"], g["post"] == g["post1"], post_ok), case=case),
         Query(f"shape: steps loops x per, width postFreq x cw, N count cells; O_{k}: per steps, postFreq slots, N cells; per in 1..2N-3 {words}", domain,
@@ -220,7 +224,7 @@ def arithmetic_queries(name: str) -> list:
     v = {"N": n, "chunk": chunk, "count": count}
     domain = _domain(name, v)
     cw, loops = nccl_pat.chunk_width(chunk, count), nccl_pat.loop_count(chunk, count)
-    opaque = domain + [per >= 1, per <= 2 * n - 3, post >= 1, post <= 2]
+    opaque = domain + [per >= 1, per <= 2 * n - 3, post >= 1, post <= max(CASES), post < n]
     cells = n * count
     _, out_cell, expected = EXPECTED[collective]
     return [
@@ -254,6 +258,6 @@ def prove(name: str) -> Outcome:
     collective = ROWS[name]
     chunk, count = (z3.BitVec(x, BITVEC_WIDTH) for x in ("chunk", "count"))
     q = _fits_quotient(chunk, count)
-    cover = Query("cases: chunk // count < 2 or 2 <= chunk // count < 4 covers the scope", _domain(name, {"chunk": chunk, "count": count}),
+    cover = Query(f"cases: chunk // count {' or '.join(CASE_WORDS.values())} covers the scope", _domain(name, {"chunk": chunk, "count": count}),
                   z3.Or(*(CASES[k](q) for k in CASES)))
-    return run_queries([cover, *case_queries(name, 1), *case_queries(name, 2), *arithmetic_queries(name)])
+    return run_queries([cover, *(query for k in CASES for query in case_queries(name, k)), *arithmetic_queries(name)])

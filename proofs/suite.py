@@ -202,7 +202,7 @@ def suite(full: bool = False) -> list[Proof]:
                    for name in nccl_pat_proofs.OPTIONS]
         proofs += [Proof(name, nccl_pat_allgather.scope(name), INDUCTION_STATEMENT, lambda name=name: nccl_pat_allgather.prove(name))
                    for name in nccl_pat_allgather.OPTIONS]
-        # nccl-pat at every count and chunk with chunk // count < 4, ~2 s of CPU each: lanes of the count-1 rows above, so
+        # nccl-pat at every count and chunk with chunk // count < 8, ~2 s of CPU each: lanes of the count-1 rows above, so
         # only where those run (premises_held fails them where a count-1 row is not proved)
         proofs += [Proof(name, nccl_pat_sizes.scope(name), SIZES_STATEMENT, lambda name=name: nccl_pat_sizes.prove(name)) for name in nccl_pat_sizes.ROWS]
     proofs.append(Proof("hierarchical-ring.allreduce-exactly-once", hierarchical.SCOPE, INDUCTION_STATEMENT, _hierarchical_proof))

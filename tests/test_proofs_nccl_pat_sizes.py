@@ -36,7 +36,7 @@ def _lane(name: str, k: int, bug):
 
 def _in_scope(example: dict) -> bool:
     n, chunk, count = example["N"], example["chunk"], example["count"]
-    return 2 <= n <= 65536 and count >= 1 and 1 <= chunk <= nccl_pat.MAX_CELLS and n * count <= nccl_pat.MAX_CELLS and chunk // count < 4
+    return 2 <= n <= 65536 and count >= 1 and 1 <= chunk <= nccl_pat.MAX_CELLS and n * count <= nccl_pat.MAX_CELLS and chunk // count < 8
 
 
 def test_the_last_loop_one_element_off_fails_the_lane_query_with_several_loops():
@@ -161,6 +161,8 @@ PLANTED = {
     "several-loops-chunk-below-count": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(L >= 1, ix.floordiv(c, k) == 0)), 1, "lane:",
                                         lambda ex: ex["chunk"] < ex["count"]),
     "quotient-3-only": (_shifted_where(lambda L, Ls, x, c, k, n: ix.floordiv(c, k) == 3), 2, "lane:", lambda ex: ex["chunk"] // ex["count"] == 3),
+    "quotient-4-to-7-element-1-up": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(ix.floordiv(c, k) >= 4, x >= 1)), 4, "lane:",
+                                     lambda ex: 4 <= ex["chunk"] // ex["count"] < 8 and ex["count"] >= 2),
     "above-40000-ranks-count-2-up": (_shifted_where(lambda L, Ls, x, c, k, n: ix.both(n > 40000, k >= 2)), 1, "lane:", lambda ex: ex["N"] > 40000),
     "cells-renamed-by-chunk-width": (lambda made, chunk, count: dataclasses.replace(made, transfer=lambda n, s, r, j: (lambda t, f: dataclasses.replace(
         t, src_chunk=f(t.src_chunk), dst_chunk=f(t.dst_chunk)))(made.transfer(n, s, r, j), lambda c: ix.floordiv(c, count) * nccl_pat.chunk_width(chunk, count) + c % count)),
