@@ -82,8 +82,11 @@ integers of ``rounds``, ``range`` and ``cells``. (Bit-blasted, "one to one",
 
 What stays bounded: two or more channels at any chunk or count are the
 ``builtin.nccl-tree`` row's (N <= 6, or 16 under ``--full``) and the
-two-channel row's single option set. The row covers a given ``chunk``
-option; the chunk NCCL picks when none is given is not compared with it.
+two-channel row's single option set. A 1-channel call of the generator,
+with a ``chunk`` or NCCL's chunkCount at N (in 1..count) when none is
+given, is enumerated from G's own terms at those values
+(:func:`collspec.models.generators.nccl_tree.call_program`), so what a user
+checks at 1 channel is the program proved, not a separate integer path.
 """
 
 from __future__ import annotations

@@ -34,13 +34,49 @@ def _plain(schedule):
     return [tuple(getattr(step, f).tolist() for f in ("src", "dst", "src_chunk", "dst_chunk", "op")) for step in schedule.steps]
 
 
-@pytest.mark.parametrize("chunk, count", [(1, 1), (1, 5), (3, 7), (2, 6), (5, 3), (4, 0), (131072, 1)])
-def test_the_proved_program_is_the_generators(chunk, count):
+@pytest.mark.parametrize("options", [
+    {"chunk": 1, "count": 1}, {"chunk": 1, "count": 5}, {"chunk": 3, "count": 7}, {"chunk": 2, "count": 6}, {"chunk": 5, "count": 3},
+    {"chunk": 4, "count": 0}, {"chunk": 131072, "count": 1}, {"count": 10_000, "protocol": "ll128"}, {"count": 20_000, "protocol": "ll"},
+])
+def test_the_proved_program_is_the_generators(options):
+    """A 1-channel call (a given chunk or NCCL's) is enumerated from the
+    row's terms; they agree with :func:`tree_program`'s own enumeration,
+    the path every other option set takes."""
     for n in (1, 2, 3, 6, 17):
-        proved = nccl_tree.sizes_program(chunk, count).schedule(n)
-        built = generate("nccl-tree", "allreduce", n, channels=1, chunk=chunk, count=count)
-        assert (proved.chunks, _plain(proved)) == (built.chunks, _plain(built))
+        built = generate("nccl-tree", "allreduce", n, channels=1, **options)
+        plain = nccl_tree.tree_program(channels=1, **options).schedule(n)
+        assert (built.chunks, _plain(built), built.name) == (plain.chunks, _plain(plain), plain.name)
     assert _plain(nccl_tree_sizes.base_program().schedule(5)) == _plain(generate("nccl-tree", "allreduce", 5, **nccl_tree_sizes.BASE))
+
+
+@pytest.mark.parametrize("options", [{"chunk": 3, "count": 7}, {"count": 10_000, "protocol": "ll128"}])
+def test_a_calls_terms_are_the_rows_terms(options):
+    """The program a 1-channel call enumerates has the very transfer and
+    shape terms the row proves (chunk and count variables), given values."""
+    made, proved = nccl_tree.call_program(5, channels=1, **options), nccl_tree_sizes.program()
+    assert set(made.params) == {"chunk", "count"}
+    assert all(a.eq(b) for a, b in zip(made.terms().transfer + made.terms().shape, proved.terms().transfer + proved.terms().shape))
+
+
+def _rounds_floored_from_1000_elements(original):
+    """TreeLayout.rounds rounding down on plain ints from 1000 elements (a
+    bug on the integer path only: the row's terms never take it)."""
+
+    def rounds(self, n):
+        got = original(self, n)
+        return got - 1 if isinstance(got, int) and self.count >= 1000 and self.count % self.chunks(n)[0] else got
+
+    return rounds
+
+
+@pytest.mark.parametrize("options", [{"chunk": 3, "count": 1000}, {"count": 20_000, "protocol": "ll"}])
+def test_a_bug_on_the_integer_path_does_not_reach_a_proved_call(monkeypatch, options):
+    """The row proves the terms with chunk and count variables; a user's
+    1-channel call (a given chunk, or NCCL's at N) is enumerated from those
+    terms, not from the integer path that a bug could change unseen."""
+    monkeypatch.setattr(nccl_tree.TreeLayout, "rounds", _rounds_floored_from_1000_elements(nccl_tree.TreeLayout.rounds))
+    assert not check(nccl_tree.tree_program(channels=1, **options).schedule(4)).ok  # the bug is live on the integer path
+    assert check(generate("nccl-tree", "allreduce", 4, channels=1, **options)).ok
 
 
 def test_the_row_asks_the_lemmas_then_the_one_cell_induction():
