@@ -215,7 +215,7 @@ def lemmas() -> list:
     only = Query(
         "only copies: an active transfer at step s, slot 3 e + i is copy (k, e)'s, k = s - level (i = 0) or s - 2R + level (i = 1, 2)",
         domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < slots, a_active],
-        z3.And(0 <= k_j, k_j < rounds, e_j < K, k_j * K + e_j < count, s - k_j < b_steps, _transfer(base, n, s - k_j, r, i_j)[0]))
+        z3.And(0 <= k_j, k_j < rounds, e_j < K, k_j * K + e_j < count, 0 <= s - k_j, s - k_j < b_steps, _transfer(base, n, s - k_j, r, i_j)[0]))
 
     return [opaque(q, K, count, rounds) for q in (shape, copy, only)] + arithmetic()
 

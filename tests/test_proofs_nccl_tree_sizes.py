@@ -148,3 +148,46 @@ def test_a_send_moved_to_a_later_step_fails_the_only_copies_lemma(monkeypatch):
     outcome = _decide("only copies")
     assert outcome.status == FAILED and outcome.reason == "counterexample"
     assert outcome.counterexample["j"] % nccl_tree.ROLES != 0  # a send down
+
+
+def _dropped(bad):
+    """The program with the transfers where ``bad(n, j, transfer, chunk, count)`` holds made idle."""
+
+    def program(chunk=1, count=1):
+        made = ORIGINAL(chunk, count)
+
+        def transfer(n, s, r, j):
+            now = made.transfer(n, s, r, j)
+            return dataclasses.replace(now, active=ix.both(now.active, ix.negate(bad(n, j, now, chunk, count))))
+
+        return dataclasses.replace(made, transfer=transfer)
+
+    return program
+
+
+def test_a_send_down_lost_in_the_last_short_chunk_fails_the_copy_lemma(monkeypatch):
+    """The last element of a short last chunk (chunk past the vector's end) is not sent down."""
+    last = _dropped(lambda n, j, t, chunk, count: ix.both(j % nccl_tree.ROLES != 0, j >= nccl_tree.ROLES, t.dst_chunk == count - 1,
+                                                          t.dst_chunk - ix.floordiv(j, nccl_tree.ROLES) + chunk > count))
+    monkeypatch.setattr(nccl_tree, "sizes_program", last)
+    assert check(nccl_tree.sizes_program(3, 6).schedule(5)).ok  # chunk 3 divides 6: no short chunk
+    assert not check(nccl_tree.sizes_program(3, 5).schedule(5)).ok
+    outcome = _decide("copy (k, e)")
+    assert outcome.status == FAILED and outcome.reason == "counterexample"
+    assert outcome.counterexample["e"] >= 1
+
+
+def test_one_step_short_from_100_ranks_fails_the_shape_lemma(monkeypatch):
+    """steps(n) one short from N = 100 with two chunks or more (the last
+    chunk's last sends down never happen); the one-cell program is unchanged."""
+
+    def short(chunk=1, count=1):
+        made = ORIGINAL(chunk, count)
+        return dataclasses.replace(made, steps=lambda n: ix.where(n >= 100, ix.where(count > chunk, made.steps(n) - 1, made.steps(n)), made.steps(n)))
+
+    monkeypatch.setattr(nccl_tree, "sizes_program", short)
+    assert check(nccl_tree.sizes_program(2, 5).schedule(99)).ok
+    assert not check(nccl_tree.sizes_program(2, 5).schedule(100)).ok
+    outcome = _decide("shape")
+    assert outcome.status == FAILED and outcome.reason == "counterexample"
+    assert outcome.counterexample["N"] >= 100
