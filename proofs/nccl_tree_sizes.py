@@ -140,7 +140,8 @@ def opaque(query: Query, chunk, count, rounds) -> Query:
     Each product ``x chunk`` keeps the bounds ``rounds`` and ``range`` prove
     (0 <= x chunk < count for 0 <= x < rounds; 0 <= rounds <= count) and the
     identities 0 chunk = 0, 1 chunk = chunk, so a counterexample's first two
-    chunks are the real cells 0 .. 2 chunk - 1."""
+    chunks are the real cells 0 .. 2 chunk - 1; past them a counterexample's
+    k and products are the free functions' values, not always a real cell."""
     sort = z3.BitVecSort(BITVEC_WIDTH)
     made = {name: z3.Function(name, sort, sort, sort) for name in set(_OPAQUE.values())}
 
