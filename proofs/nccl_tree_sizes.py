@@ -82,8 +82,11 @@ integers of ``rounds``, ``range`` and ``cells``. (Bit-blasted, "one to one",
 
 What stays bounded: two or more channels at any chunk or count are the
 ``builtin.nccl-tree`` row's (N <= 6, or 16 under ``--full``) and the
-two-channel row's single option set. The row covers a given ``chunk``
-option; the chunk NCCL picks when none is given is not compared with it.
+two-channel row's single option set. A 1-channel call of the generator,
+with a ``chunk`` or NCCL's chunkCount at N (in 1..count) when none is
+given, is enumerated from G's own terms at those values
+(:func:`collspec.models.generators.nccl_tree.call_program`), so what a user
+checks at 1 channel is the program proved, not a separate integer path.
 """
 
 from __future__ import annotations
@@ -137,7 +140,8 @@ def opaque(query: Query, chunk, count, rounds) -> Query:
     Each product ``x chunk`` keeps the bounds ``rounds`` and ``range`` prove
     (0 <= x chunk < count for 0 <= x < rounds; 0 <= rounds <= count) and the
     identities 0 chunk = 0, 1 chunk = chunk, so a counterexample's first two
-    chunks are the real cells 0 .. 2 chunk - 1."""
+    chunks are the real cells 0 .. 2 chunk - 1; past them a counterexample's
+    k and products are the free functions' values, not always a real cell."""
     sort = z3.BitVecSort(BITVEC_WIDTH)
     made = {name: z3.Function(name, sort, sort, sort) for name in set(_OPAQUE.values())}
 
@@ -212,7 +216,7 @@ def lemmas() -> list:
     only = Query(
         "only copies: an active transfer at step s, slot 3 e + i is copy (k, e)'s, k = s - level (i = 0) or s - 2R + level (i = 1, 2)",
         domain + [0 <= s, s < steps, 0 <= r, r < n, 0 <= j, j < slots, a_active],
-        z3.And(0 <= k_j, k_j < rounds, e_j < K, k_j * K + e_j < count, s - k_j < b_steps, _transfer(base, n, s - k_j, r, i_j)[0]))
+        z3.And(0 <= k_j, k_j < rounds, e_j < K, k_j * K + e_j < count, 0 <= s - k_j, s - k_j < b_steps, _transfer(base, n, s - k_j, r, i_j)[0]))
 
     return [opaque(q, K, count, rounds) for q in (shape, copy, only)] + arithmetic()
 

@@ -68,7 +68,7 @@ a collective alone in its plan, as on ``nccl-ring``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -439,10 +439,28 @@ def channel_table(n: int, **options) -> list[dict]:
     return [{"tree": int(tree_of(c, layout.channels)), "count": int(p)} for c, p in enumerate(layout.parts(n)) if int(p)]
 
 
+def call_program(n: int, **options) -> Program:
+    """The program whose terms give the schedule of a call at n ranks.
+
+    At 1 channel: :func:`sizes_program` at the call's chunk (NCCL's
+    chunkCount at n when none is given) and count, with chunk and count its
+    parameters, so the schedule is enumerated from the very terms the row
+    ``nccl-tree.allreduce-sizes-exactly-once`` proves (N, chunk and count
+    variables given their values), under the generator's title and meta.
+    Otherwise :func:`tree_program`."""
+    made = tree_program(**options)
+    layout = layout_of(**options)
+    if layout.channels != 1:
+        return made
+    proved = sizes_program(int(layout.chunk_of(0, n)), layout.count)
+    return replace(proved, title=made.title, meta=made.meta)
+
+
 def generate_tree(n: int, channels=None, chunk=None, count=None, dtype=None, protocol=None, parts=None) -> Schedule:
-    """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``."""
+    """The ``nccl-tree`` all-reduce on n ranks, its trees in ``meta["trees"]``
+    (at 1 channel enumerated from the sizes row's terms: :func:`call_program`)."""
     options = {"channels": channels, "chunk": chunk, "count": count, "dtype": dtype, "protocol": protocol, "parts": parts}
-    schedule = tree_program(**options).schedule(n)
+    schedule = call_program(n, **options).schedule(n)
     schedule.meta["trees"] = trees(n)
     schedule.meta["channel_table"] = channel_table(n, **options)
     return schedule
