@@ -30,10 +30,9 @@ def row(name):
     return run_proof(proof)
 
 
-def down_one_step_late_from_17(**options):
-    """nccl-tree's program whose sends down (roles 1 and 2) happen one step
-    later than NCCL's when N >= 17: the last chunk never reaches the leaves."""
-    made = ORIGINAL_PROGRAM(**options)
+def down_one_step_late_from_17(made):
+    """``made`` with its sends down (roles 1 and 2) one step later than
+    NCCL's when N >= 17: the last chunk never reaches the leaves."""
 
     def transfer(n, s, r, j):
         now, late = made.transfer(n, s, r, j), made.transfer(n, s - 1, r, j)
@@ -42,6 +41,9 @@ def down_one_step_late_from_17(**options):
         return Transfer(*(ix.where(down, getattr(late, f), getattr(now, f)) for f in fields))
 
     return dataclasses.replace(made, transfer=transfer)
+
+
+ORIGINAL_PROGRAM_OF = nccl_tree.program_of
 
 
 def tree_1_mirrored_for_odd_n_from_17(x, n, tree):
@@ -78,7 +80,8 @@ def _plain(schedule):
 
 
 def test_down_phase_one_step_late_from_17_fails_the_one_channel_row(monkeypatch):
-    monkeypatch.setattr(nccl_tree, "tree_program", down_one_step_late_from_17)
+    # in program_of, which builds every nccl-tree program: the row's and the one a 1-channel call runs
+    monkeypatch.setattr(nccl_tree, "program_of", lambda *a, **k: down_one_step_late_from_17(ORIGINAL_PROGRAM_OF(*a, **k)))
     options = nccl_tree_allreduce.OPTIONS["one-channel"]
     for n in (2, 9, 16):
         assert check(generate("nccl-tree", "allreduce", n, **options)).ok  # the per-N check up to 16 cannot see it
