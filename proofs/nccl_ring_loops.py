@@ -89,7 +89,7 @@ from ..models.program import Program, Transfer, as_term, symbolic
 from . import invariants
 from .induction import Invariant, queries, spec_check
 from .scope import Bound, Condition, Fixed, Scope
-from .solver import Outcome, Query, Row, current_rlimit, current_row, run_queries, within
+from .solver import Outcome, Query, Row, current_rlimit, current_row, replace_subterms, run_queries, within
 
 #: M: a loop program's cell (k, e) is numbered k M + e; M >= chunk >= cc
 STRIDE = nccl_ring.MAX_CELLS
@@ -232,20 +232,14 @@ def opaque_products(query: Query, factor) -> Query:
     arithmetic, where no claim needs more than ``a = b -> a cc = b cc``."""
     times = z3.Function("times", z3.IntSort(), z3.IntSort(), z3.IntSort())
 
+    def rule(t):
+        if t.decl().kind() == z3.Z3_OP_MUL and any(c.eq(factor) for c in t.children()):
+            rest = [c for c in t.children() if not c.eq(factor)]
+            return times(rewrite(rest[0] if len(rest) == 1 else z3.Product(*rest)), factor)
+        return None
+
     def rewrite(term):
-        found, stack, seen = [], [term], set()
-        while stack:
-            t = stack.pop()
-            if t.get_id() in seen or not z3.is_app(t):
-                continue
-            seen.add(t.get_id())
-            if t.decl().kind() == z3.Z3_OP_MUL and any(c.eq(factor) for c in t.children()):
-                rest = [c for c in t.children() if not c.eq(factor)]
-                other = rest[0] if len(rest) == 1 else z3.Product(*rest)
-                found.append((t, times(rewrite(other), factor)))
-                continue
-            stack.extend(t.children())
-        return z3.substitute(term, *found) if found else term
+        return replace_subterms(term, rule)
 
     return Query(query.name, [rewrite(p) for p in query.premises], rewrite(query.claim), [rewrite(w) for w in query.when], [rewrite(c) for c in query.case])
 

@@ -98,7 +98,7 @@ from ..models.program import BITVEC_WIDTH, as_term, symbolic
 from . import nccl_tree_allreduce as tree
 from .induction import queries, scope_of, spec_check, with_options
 from .scope import Bound, Fixed, Scope
-from .solver import Outcome, Query, run_queries
+from .solver import Outcome, Query, replace_subterms, run_queries, subterms
 
 ROW = "nccl-tree.allreduce-sizes-exactly-once"
 ROLES = nccl_tree.ROLES
@@ -145,32 +145,19 @@ def opaque(query: Query, chunk, count, rounds) -> Query:
     sort = z3.BitVecSort(BITVEC_WIDTH)
     made = {name: z3.Function(name, sort, sort, sort) for name in set(_OPAQUE.values())}
 
+    def rule(t):
+        kind = t.decl().kind()
+        if kind in _OPAQUE and t.num_args() == 2 and t.arg(1).eq(chunk) or kind == z3.Z3_OP_BMUL and t.num_args() == 2 and t.arg(0).eq(chunk):
+            other = t.arg(0) if t.arg(1).eq(chunk) else t.arg(1)
+            return made[_OPAQUE[kind]](rewrite(other), chunk)
+        return None
+
     def rewrite(term):
-        found, stack, seen = [], [term], set()
-        while stack:
-            t = stack.pop()
-            if t.get_id() in seen or not z3.is_app(t):
-                continue
-            seen.add(t.get_id())
-            kind = t.decl().kind()
-            if kind in _OPAQUE and t.num_args() == 2 and t.arg(1).eq(chunk) or kind == z3.Z3_OP_BMUL and t.num_args() == 2 and t.arg(0).eq(chunk):
-                other = t.arg(0) if t.arg(1).eq(chunk) else t.arg(1)
-                found.append((t, made[_OPAQUE[kind]](rewrite(other), chunk)))
-                continue
-            stack.extend(t.children())
-        return z3.substitute(term, *found) if found else term
+        return replace_subterms(term, rule)
 
     premises, claim = [rewrite(p) for p in query.premises], rewrite(query.claim)
     rounds = rewrite(rounds)
-    products, stack, seen = [], [*premises, claim], set()
-    while stack:
-        t = stack.pop()
-        if t.get_id() in seen or not z3.is_app(t):
-            continue
-        seen.add(t.get_id())
-        if t.decl().eq(made["times"]):
-            products.append(t)
-        stack.extend(t.children())
+    products = subterms([*premises, claim], lambda t: t.decl().eq(made["times"]))
     bounds = [0 <= rounds, rounds <= count]
     for p in products:  # the integer bounds below rounds, and 0 chunk = 0, 1 chunk = chunk (identities of the bit-vector product)
         bounds += [z3.Implies(z3.And(0 <= p.arg(0), p.arg(0) < rounds), z3.And(0 <= p, p < count)), z3.Implies(p.arg(0) == 0, p == 0),

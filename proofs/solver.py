@@ -494,6 +494,39 @@ def free_constants(formulas: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
     return list(seen.values())
 
 
+def replace_subterms(term: z3.ExprRef, rule: Callable[[z3.ExprRef], z3.ExprRef | None]) -> z3.ExprRef:
+    """``term`` with every subterm t for which ``rule(t)`` gives a term
+    replaced by it; the subterms of a replaced one are not visited (a rule
+    that wants them rewritten calls this again on them). Each shared
+    subterm is visited once."""
+    found, stack, seen = [], [term], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or not z3.is_app(t):
+            continue
+        seen.add(t.get_id())
+        new = rule(t)
+        if new is not None:
+            found.append((t, new))
+            continue
+        stack.extend(t.children())
+    return z3.substitute(term, *found) if found else term
+
+
+def subterms(formulas: Sequence[z3.ExprRef], wanted: Callable[[z3.ExprRef], bool]) -> list[z3.ExprRef]:
+    """The distinct application subterms of ``formulas`` that ``wanted`` accepts."""
+    found, stack, seen = [], list(formulas), set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or not z3.is_app(t):
+            continue
+        seen.add(t.get_id())
+        if wanted(t):
+            found.append(t)
+        stack.extend(t.children())
+    return found
+
+
 def python_value(value: z3.ExprRef):
     """An int, Fraction, bool or string for a value in a model."""
     if z3.is_int_value(value) or z3.is_bv_value(value):
