@@ -21,6 +21,25 @@ def last_message_again(made, when):
     return dataclasses.replace(made, steps=steps, transfer=transfer)
 
 
+def one_on(field, when, original):
+    """A stand-in for ``nccl_pat.pat_program`` (``original``, same
+    signature) whose programs have the transfer's ``field`` (``dst``,
+    ``dst_chunk``, ...) one on, mod N, where ``when(n, s, r, j)`` holds;
+    elsewhere the original program."""
+
+    def program(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
+        made = original(collective, aggregation, chunk, count, post, dtype)
+
+        def transfer(n, s, r, j):
+            t = made.transfer(n, s, r, j)
+            value = getattr(t, field)
+            return dataclasses.replace(t, **{field: ix.where(when(n, s, r, j), ix.wrap(value + 1, n), value)})
+
+        return dataclasses.replace(made, transfer=transfer)
+
+    return program
+
+
 def _loop_and_slot(made, n, s, j, chunk, count):
     """(loop, loops, element x of the slot) of ``made`` at step s, slot j, as its generator computes them."""
     from collspec.models.generators import nccl_pat

@@ -22,7 +22,7 @@ from collspec.proofs import nccl_pat as shared
 from collspec.proofs import nccl_pat_allgather as proof
 from collspec.proofs.solver import FAILED, PROVED, Row, decide, within
 from collspec.proofs.suite import suite
-from pat_mutations import last_message_again
+from pat_mutations import last_message_again, one_on
 
 BELOW, POSTFREQ_2, POSTFREQ_4 = proof.BELOW, proof.POSTFREQ_2, proof.POSTFREQ_4
 ORIGINAL_PROGRAM = nccl_pat.pat_program
@@ -124,16 +124,8 @@ def test_a_run_with_another_aggregation_than_the_users_call_fails_the_choice_que
     assert result.status == FAILED and 18 <= result.counterexample["N"] <= 65536
 
 
-def next_block_in_the_first_message_at_7(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
-    """nccl-pat's all-gather with the first message (scale A/2) writing the
-    block after the one it read, at N = 7 only (aggregation 4)."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
-
-    def transfer(n, s, r, j):
-        t = made.transfer(n, s, r, j)
-        return dataclasses.replace(t, dst_chunk=ix.where(ix.both(n == 7, s == 0), ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
-
-    return dataclasses.replace(made, transfer=transfer)
+#: the all-gather's first message (scale A/2) writes the block after the one it read, at N = 7 only (aggregation 4)
+next_block_in_the_first_message_at_7 = one_on("dst_chunk", lambda n, s, r, j: ix.both(n == 7, s == 0), ORIGINAL_PROGRAM)
 
 
 def test_a_bug_at_7_ranks_fails_the_below_10_row_at_its_run(monkeypatch):
@@ -146,16 +138,8 @@ def test_a_bug_at_7_ranks_fails_the_below_10_row_at_its_run(monkeypatch):
     assert result.status == FAILED and result.reason == "counterexample" and result.counterexample["N"] == 7
 
 
-def second_block_of_a_message_one_cell_on(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
-    """nccl-pat's all-gather with the second block of every message (slot 1,
-    which exists only from postFreq 2 at count 1) written one cell on."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
-
-    def transfer(n, s, r, j):
-        t = made.transfer(n, s, r, j)
-        return dataclasses.replace(t, dst_chunk=ix.where(j == 1, ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
-
-    return dataclasses.replace(made, transfer=transfer)
+#: the second block of every message (slot 1, which exists only from postFreq 2 at count 1) written one cell on
+second_block_of_a_message_one_cell_on = one_on("dst_chunk", lambda n, s, r, j: j == 1, ORIGINAL_PROGRAM)
 
 
 def test_a_bug_in_a_messages_second_block_fails_the_postfreq_2_row(monkeypatch):
@@ -168,16 +152,8 @@ def test_a_bug_in_a_messages_second_block_fails_the_postfreq_2_row(monkeypatch):
     assert result.status == FAILED and result.reason == "counterexample" and result.counterexample["N"] == 4
 
 
-def rank_1_one_cell_on_at_7(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
-    """Rank 1 alone writes the block after the one it read in the first
-    message, at N = 7: the queries pinned to rank 0 cannot see it."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
-
-    def transfer(n, s, r, j):
-        t = made.transfer(n, s, r, j)
-        return dataclasses.replace(t, dst_chunk=ix.where(ix.both(n == 7, s == 0, r == 1), ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
-
-    return dataclasses.replace(made, transfer=transfer)
+#: rank 1 alone writes the block after the one it read in the first message, at N = 7: the queries pinned to rank 0 cannot see it
+rank_1_one_cell_on_at_7 = one_on("dst_chunk", lambda n, s, r, j: ix.both(n == 7, s == 0, r == 1), ORIGINAL_PROGRAM)
 
 
 def test_a_rank_1_bug_at_7_fails_the_runs_rotation(monkeypatch):
@@ -260,17 +236,8 @@ def test_the_postfreq_2_invariant_turns_with_the_ranks_at_concrete_n():
     assert set(np.unique(np.asarray(inv.writer(n, np.int64(0), r, c)[1]))) == {0, 1}  # both slots of a message are named
 
 
-def second_block_one_cell_on_from_100(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
-    """nccl-pat's all-gather with the second block of every message (slot 1:
-    postFreq 2) written one cell on, only from N = 100: inside the run
-    18..65536, whose invariant takes P as a term of N."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
-
-    def transfer(n, s, r, j):
-        t = made.transfer(n, s, r, j)
-        return dataclasses.replace(t, dst_chunk=ix.where(ix.both(n >= 100, j == 1), ix.wrap(t.dst_chunk + 1, n), t.dst_chunk))
-
-    return dataclasses.replace(made, transfer=transfer)
+#: the second block of every message (slot 1: postFreq 2) written one cell on, only from N = 100: inside the run 18..65536, whose invariant takes P as a term of N
+second_block_one_cell_on_from_100 = one_on("dst_chunk", lambda n, s, r, j: ix.both(n >= 100, j == 1), ORIGINAL_PROGRAM)
 
 
 def test_a_postfreq_2_bug_from_100_fails_the_top_run_of_the_postfreq_2_row(monkeypatch):

@@ -9,7 +9,6 @@ the row is heavy, decides under Z3 only the query where its bug shows
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -17,11 +16,10 @@ import pytest
 from collspec.models import indexing as ix
 from collspec.models.checker import check
 from collspec.models.generators import generate, nccl_pat
-from collspec.models.program import Transfer
 from collspec.proofs import nccl_pat as proof
 from collspec.proofs.solver import FAILED
 from collspec.proofs.suite import run_proof, suite
-from pat_mutations import last_message_again
+from pat_mutations import last_message_again, one_on
 from proof_results import deciding_only
 
 ORIGINAL_PROGRAM = nccl_pat.pat_program
@@ -200,16 +198,8 @@ def test_mirror_over_two_bits_passes_aggregation_4_and_fails_the_all_n_rows(monk
     assert _failed_query(result) == [ADDS_NEW]
 
 
-def rank_1_sends_one_rank_too_far_from_17(collective, aggregation=None, chunk=None, count=None, post=None, dtype=None):
-    """nccl-pat's program in which, from N = 17, rank 1 alone sends each
-    message to the rank after its peer: every other rank is unchanged."""
-    made = ORIGINAL_PROGRAM(collective, aggregation, chunk, count, post, dtype)
-
-    def transfer(n, s, r, j):
-        t = made.transfer(n, s, r, j)
-        return dataclasses.replace(t, dst=ix.where(ix.both(n >= 17, r == 1), ix.wrap(t.dst + 1, n), t.dst))
-
-    return dataclasses.replace(made, transfer=transfer)
+#: from N = 17, rank 1 alone sends each message to the rank after its peer: every other rank is unchanged
+rank_1_sends_one_rank_too_far_from_17 = one_on("dst", lambda n, s, r, j: ix.both(n >= 17, r == 1), ORIGINAL_PROGRAM)
 
 
 def test_a_bug_only_in_rank_1_from_17_fails_the_reduce_scatter_row_at_the_rotation_query(monkeypatch):
